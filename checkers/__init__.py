@@ -1,0 +1,1 @@
+"""History model and I/O, linearizability, epoch/leader safety, queue anomalies, stats."""

@@ -1,0 +1,215 @@
+"""Wing–Gong–Lowe search over one partition, as a resumable generator.
+
+The history becomes a doubly linked list of call and return entries in real-time
+order (crashed operations have a call but no return: they may be linearized at
+any point after their invocation, or never). The search repeatedly linearizes
+the first call it can — applying the model step — and lifts that operation out
+of the list; reaching a return means the pending operation can no longer be
+placed, so it backtracks. A memo of (linearized set, state) prunes configurations
+seen before (Lowe). It succeeds as soon as every `ok` operation is linearized.
+
+Two reductions keep crashed operations cheap:
+- identical crashed operations ("twins") are linearized in invocation order only,
+  so k identical crashed writes cost k+1 configurations instead of 2^k;
+- the caller drops crashed operations that provably cannot matter.
+
+The generator yields `None` every `quantum` steps so callers can interleave many
+partitions (fail fast) and enforce time and memory limits; its return value is
+a `Outcome`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from checkers.linearizable.models import ILLEGAL, Prepared
+
+VALID = True
+INVALID = False
+
+
+@dataclass
+class Outcome:
+    """The result of one partition's search."""
+
+    valid: bool
+    steps: int = 0
+    configurations: int = 0
+    # for an invalid verdict: the deepest partial linearization found
+    prefix: list[int] = field(default_factory=list)  # positions into the prepared list, in order
+    state: Any = None
+    blocked: int | None = None  # the ok operation whose return could not be reached
+
+
+def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[None, None, Outcome]:
+    """Check that `ops` (one partition, any order) linearize from `initial`."""
+    n = len(ops)
+    # entries: 0 = head sentinel, 1..n = calls, n+1..2n = returns, 2n+1 = tail sentinel
+    tail = 2 * n + 1
+    fail = tail + 1  # pseudo-entry: "this configuration is known to fail, backtrack"
+    events: list[tuple[int, int, int]] = []
+    for i, p in enumerate(ops):
+        op = p.operation
+        events.append((op.call, 0, i + 1))
+        if not p.crashed:
+            events.append((op.ret if op.ret is not None else 1 << 62, 1, n + 1 + i))
+    events.sort()
+    nxt = [0] * (tail + 1)
+    prv = [0] * (tail + 1)
+    prev_entry = 0
+    for _, _, e in events:
+        nxt[prev_entry] = e
+        prv[e] = prev_entry
+        prev_entry = e
+    nxt[prev_entry] = tail
+    prv[tail] = prev_entry
+
+    steps = [p.step for p in ops]
+    bit = [1 << i for i in range(n)]
+    is_ok = [not p.crashed for p in ops]
+    # twin gate: a crashed op may be linearized only after the earlier-invoked identical one
+    gate = [0] * n
+    last_twin: dict[Any, int] = {}
+    for i in sorted(range(n), key=lambda i: ops[i].operation.call):
+        t = ops[i].twin
+        if ops[i].crashed and t is not None:
+            if t in last_twin:
+                gate[i] = bit[last_twin[t]]
+            last_twin[t] = i
+
+    remaining = total_ok = sum(is_ok)
+    kind = [p.kind for p in ops]
+    arg_a = [p.a for p in ops]
+    arg_b = [p.b for p in ops]
+    state = initial
+    mask = 0
+    stack: list[tuple[int, Any, int]] = []
+    cache: set[tuple[int, Any]] = set()
+    cache_add = cache.add
+    best_depth = -1
+    best: Outcome | None = None
+    total = 0
+    budget = quantum
+    if remaining == 0:
+        return Outcome(VALID, 0, 0)
+    e = nxt[0]
+    while True:
+        budget -= 1
+        if not budget:
+            total += quantum
+            budget = quantum
+            yield None
+        if e <= n:
+            i = e - 1
+            g = gate[i]
+            if g and not (mask & g):
+                e = nxt[e]
+                continue
+            # the common steps inline (see models.Kind); anything else calls the model
+            k = kind[i]
+            if k == 1:  # observe: legal only when the state equals a
+                if state != arg_a[i]:
+                    e = nxt[e]
+                    continue
+                # A legal read changes nothing, so if any linearization exists from here one
+                # exists that places this read first: take it without branching, and if that
+                # configuration already failed, this one fails too.
+                nm = mask | bit[i]
+                key = (nm, state)
+                if key in cache:
+                    e = fail
+                    continue
+                cache_add(key)
+                stack.append((-e, state, mask))
+                mask = nm
+                p_, q_ = prv[e], nxt[e]
+                nxt[p_] = q_
+                prv[q_] = p_
+                r = e + n
+                p_, q_ = prv[r], nxt[r]
+                nxt[p_] = q_
+                prv[q_] = p_
+                remaining -= 1
+                if not remaining:
+                    return Outcome(VALID, total + quantum - budget, len(cache))
+                e = nxt[0]
+                continue
+            elif k == 2:  # overwrite with a
+                ns = arg_a[i]
+            elif k == 3:  # compare-and-set a -> b
+                if state != arg_a[i]:
+                    e = nxt[e]
+                    continue
+                ns = arg_b[i]
+            elif k == 4:  # append a
+                ns = state + arg_a[i]
+            else:
+                ns = steps[i](state)
+                if ns is ILLEGAL:
+                    e = nxt[e]
+                    continue
+            nm = mask | bit[i]
+            key = (nm, ns)
+            if key in cache:
+                e = nxt[e]
+                continue
+            cache_add(key)
+            stack.append((e, state, mask))
+            state = ns
+            mask = nm
+            p_, q_ = prv[e], nxt[e]
+            nxt[p_] = q_
+            prv[q_] = p_
+            if is_ok[i]:
+                r = e + n
+                p_, q_ = prv[r], nxt[r]
+                nxt[p_] = q_
+                prv[q_] = p_
+                remaining -= 1
+                if not remaining:
+                    return Outcome(VALID, total + quantum - budget, len(cache))
+            e = nxt[0]
+        else:
+            # a return entry (or the tail): the operation pending here cannot be placed later
+            depth = total_ok - remaining
+            if depth > best_depth and e < fail:
+                best_depth = depth
+                best = Outcome(
+                    INVALID,
+                    prefix=[abs(s[0]) - 1 for s in stack],
+                    state=state,
+                    blocked=(e - n - 1) if e != tail else None,
+                )
+            if not stack:
+                assert best is not None
+                best.steps = total + quantum - budget
+                best.configurations = len(cache)
+                return best
+            e, state, mask = stack.pop()
+            forced = e < 0
+            if forced:
+                e = -e
+            i = e - 1
+            if is_ok[i]:
+                r = e + n
+                p_, q_ = prv[r], nxt[r]
+                nxt[p_] = r
+                prv[q_] = r
+                remaining += 1
+            p_, q_ = prv[e], nxt[e]
+            nxt[p_] = e
+            prv[q_] = e
+            # after a forced read there is no alternative to try at this level
+            e = fail if forced else nxt[e]
+
+
+def run(ops: list[Prepared], initial: Any) -> Outcome:
+    """Run a search to completion (no interleaving)."""
+    gen = search(ops, initial)
+    while True:
+        try:
+            next(gen)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]

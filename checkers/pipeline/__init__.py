@@ -1,0 +1,1 @@
+"""PySpark pipeline over many stored runs."""

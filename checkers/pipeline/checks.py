@@ -1,0 +1,214 @@
+"""What the Spark executors run: the project's own checkers over one (run, key) or one run's events.
+
+Plain functions from Arrow tables to result rows, so they are unit-testable without Spark and are
+the same code `kraftwerk test` and `kraftwerk check` use (`checkers.linearizable.check`,
+`checkers.epochs.check_events`). Every failure is caught and returned as a row with `error` set:
+one malformed run never aborts the job.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pyarrow as pa
+
+from checkers.errors import InputError
+
+VALID_TEXT = {True: "true", False: "false"}
+# workload -> (checker model, whether the history splits into independent keys)
+WORKLOAD_MODELS = {"register": ("cas-register", True), "queue": ("queue", False)}
+
+KEY_RESULT_FIELDS = (
+    ("run_id", pa.string()),
+    ("key", pa.string()),
+    ("valid", pa.string()),
+    ("ops", pa.int64()),
+    ("seconds", pa.float64()),
+    ("cause", pa.string()),
+    ("summary", pa.string()),
+    ("anomaly_types", pa.list_(pa.string())),
+    ("fail_index", pa.int64()),
+    ("fail_time", pa.int64()),
+    ("error", pa.string()),
+)
+EPOCH_RESULT_FIELDS = (
+    ("run_id", pa.string()),
+    ("valid", pa.string()),
+    ("anomaly_types", pa.list_(pa.string())),
+    ("anomaly_counts", pa.map_(pa.string(), pa.int64())),
+    ("events", pa.int64()),
+    ("first_anomaly_node_time", pa.float64()),
+    ("seconds", pa.float64()),
+    ("error", pa.string()),
+)
+
+
+def valid_text(valid: Any) -> str:
+    """A checker's valid (True, False, "unknown") as the pipeline's string column."""
+    return VALID_TEXT.get(valid, "unknown") if isinstance(valid, bool) else "unknown"
+
+
+def decode_json_text(text: str | None) -> Any:
+    """A JSON value read by Spark into a string column: raw JSON for non-strings, the text for strings."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _process(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def ops_from_rows(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int | None], list[int | None]]:
+    """History op dicts (in index order) from ops-table rows, plus their original indices and times."""
+    rows = sorted(rows, key=lambda r: (r["index"] is None, r["index"]))
+    ops: list[dict[str, Any]] = []
+    indices: list[int | None] = []
+    times: list[int | None] = []
+    for r in rows:
+        op: dict[str, Any] = {"type": r["type"], "process": _process(r["process"]), "f": r["f"]}
+        if r.get("time") is not None:
+            op["time"] = r["time"]
+        if r.get("key") is not None:
+            op["key"] = r["key"]
+        op["value"] = decode_json_text(r.get("value"))
+        if r.get("node") is not None:
+            op["node"] = r["node"]
+        if r.get("error") is not None:
+            op["error"] = decode_json_text(r["error"])
+        ops.append(op)
+        indices.append(r["index"])
+        times.append(r.get("time"))
+    return ops, indices, times
+
+
+def check_key_rows(
+    run_id: str,
+    key: str | None,
+    rows: list[dict[str, Any]],
+    model: str,
+    time_limit: float | None,
+    allow: list[str] | tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """Check one key of one run (or a whole run, for models that do not split by key).
+
+    `model` is a linearizability model (`cas-register`, …) or `queue` (with `allow`: anomalies that
+    do not make it invalid, as `kraftwerk test --allow`). Returns the result row
+    (KEY_RESULT_FIELDS); a malformed history gives valid="error" with the reason, never an exception.
+    """
+    from checkers.history import from_dicts
+    from checkers.linearizable import check
+    from checkers.linearizable.check import describe_failure
+
+    started = time.monotonic()
+    out: dict[str, Any] = {"run_id": run_id, "key": key, "ops": 0, "valid": "error"}
+    try:
+        ops, indices, times = ops_from_rows(rows)
+        history = from_dicts(ops, source=f"{run_id} key {key}")
+        out["ops"] = len(history.operations())
+        if model == "queue":
+            from checkers.queue import check_queue
+
+            result = check_queue(history, allow=allow)
+        else:
+            result = check(history, model, time_limit=time_limit)
+        out["valid"] = valid_text(result.get("valid"))
+        out["anomaly_types"] = [str(a) for a in result.get("anomaly-types", [])]
+        cause = result.get("cause")
+        if cause is not None:
+            out["cause"] = cause if isinstance(cause, str) else "; ".join(map(str, cause))
+        if result.get("valid") is False:
+            out["summary"] = describe_failure(result)
+            op = (result.get("failure") or {}).get("op") or {}
+            pos = op.get("completed-index", op.get("index"))
+            if isinstance(pos, int) and 0 <= pos < len(indices):
+                out["fail_index"] = indices[pos]
+                out["fail_time"] = times[pos]
+    except InputError as e:
+        out["valid"], out["error"] = "error", f"malformed history: {e}"
+    except Exception as e:  # noqa: BLE001 - reported as a row, never abort the job
+        out["valid"], out["error"] = "error", f"checker failed: {type(e).__name__}: {e}"
+    out["seconds"] = round(time.monotonic() - started, 6)
+    return out
+
+
+def check_epoch_rows(run_id: str, events: list[dict[str, Any]], logs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The epoch/leader checker over one run's events and log dumps; the result row (EPOCH_RESULT_FIELDS)."""
+    from checkers.epochs import check_events
+
+    started = time.monotonic()
+    out: dict[str, Any] = {"run_id": run_id, "valid": "error", "events": len(events), "anomaly_types": []}
+    try:
+        evs = [
+            {k: v for k, v in e.items() if v is not None and k not in ("line", "run_id")}
+            for e in sorted(events, key=lambda e: e["line"])
+        ]
+        dumps: dict[str, list[dict[str, Any]]] = {}
+        for entry in sorted(logs, key=lambda e: (e["node"], e["line"])):
+            dumps.setdefault(entry["node"], []).append(
+                {k: entry[k] for k in ("offset", "epoch", "digest") if entry.get(k) is not None}
+            )
+        if evs:
+            result = check_events(evs, dumps)
+        else:
+            result = {"valid": "unknown", "error": "no events"}
+        out["valid"] = valid_text(result.get("valid"))
+        out["anomaly_types"] = list(result.get("anomaly-types", []))
+        out["anomaly_counts"] = [(k, int(v)) for k, v in (result.get("anomaly-counts") or {}).items()]
+        times = [
+            ref["event"]["time"]
+            for examples in (result.get("anomalies") or {}).values()
+            for ex in examples
+            for ref in ex.get("events", [])
+            if isinstance(ref, dict) and isinstance(ref.get("event", {}).get("time"), (int, float))
+        ]
+        if times:
+            out["first_anomaly_node_time"] = float(min(times))
+    except InputError as e:
+        out["valid"], out["error"] = "error", f"malformed events: {e}"
+    except Exception as e:  # noqa: BLE001 - reported as a row, never abort the job
+        out["valid"], out["error"] = "error", f"checker failed: {type(e).__name__}: {e}"
+    out["seconds"] = round(time.monotonic() - started, 6)
+    return out
+
+
+def _table(rows: list[dict[str, Any]], fields: tuple[tuple[str, pa.DataType], ...]) -> pa.Table:
+    schema = pa.schema(list(fields))
+    return pa.Table.from_pylist([{name: r.get(name) for name, _ in fields} for r in rows], schema=schema)
+
+
+def key_checker(models: dict[str, tuple[str, list[str]]], time_limit: float | None):  # noqa: ANN201 - a Spark UDF
+    """The applyInArrow function for groupBy(run_id, key): one result row per group.
+
+    `models` maps a run id to its (model, allowed anomalies).
+    """
+
+    def run(group: tuple[Any, ...], table: pa.Table) -> pa.Table:
+        run_id = group[0].as_py()
+        key = group[1].as_py()
+        model, allow = models.get(run_id, ("cas-register", []))
+        row = check_key_rows(run_id, key, table.to_pylist(), model, time_limit, allow)
+        return _table([row], KEY_RESULT_FIELDS)
+
+    return run
+
+
+def epoch_checker():  # noqa: ANN201 - a Spark UDF
+    """The cogroup applyInArrow function for (events, logs) grouped by run_id: one row per run."""
+
+    def run(group: tuple[Any, ...], events: pa.Table, logs: pa.Table) -> pa.Table:
+        run_id = group[0].as_py()
+        row = check_epoch_rows(run_id, events.to_pylist(), logs.to_pylist())
+        return _table([row], EPOCH_RESULT_FIELDS)
+
+    return run

@@ -1,0 +1,584 @@
+"""Queue checker: the anomalies of Jepsen's Kafka workload on a history of `send`, `poll` and `assign`.
+
+The system under test is a Kafka-like log. One partition is one `key` (such as ``"t0-2"``); offsets
+are non-negative integers, increasing along a partition. Values sent are unique in a test.
+
+Accepted operations (see DESIGN.md, "Queue ops"):
+
+* ``send`` with a ``key``: invoke value ``v``; ``ok`` value ``[offset, v]`` where ``offset`` may be
+  ``null`` when the client does not know it. ``fail`` = definitely not appended, ``info`` (or an
+  invoke that never completed) = maybe appended. The ``v`` of the ``ok`` value must equal the
+  invoke's.
+* ``poll``, in either form:
+
+  - with a ``key``: ``ok`` value ``[[offset, v], …]`` for that partition;
+  - with or without a ``key``: ``ok`` value ``{key: [[offset, v], …], …}`` (a multi-partition poll,
+    as Jepsen's ``[:poll {k [[o v] …]}]``); the map's keys name the partitions.
+
+  Only ``ok`` polls carry data. A ``fail`` poll may still have moved the consumer's position
+  (records fetched, then an error), so it makes the checker forget that process's position for the
+  polled key (for every key when the poll had none); an ``info`` poll crashes the process.
+* ``assign``: value = list of keys. Positions reset to the beginning of each partition, so the next
+  poll of a key may restart anywhere at or before where the consumer was: it is not a
+  ``nonmonotonic-poll``, but jumping *past* the old position over known offsets is still a
+  ``poll-skip`` (flagged ``"after-assign": true``). Any assign resets, whatever its outcome (a
+  failed assign may have half happened).
+* ``subscribe``: like ``assign`` but the broker picks partitions and rebalances, so the checker
+  forgets that process's positions entirely.
+* Any other ``f`` (``crash``, ``debug-topic-partitions``, …) is counted and ignored.
+
+Integer keys are compared as their decimal strings (JSON object keys, and so map polls, are strings).
+
+Anomalies (names as Jepsen's ``jepsen.tests.kafka`` checker; every one is bad unless allowed):
+
+* ``lost-write`` -- an ``ok`` send at offset o of key k was never read by any poll, although some
+  poll read an offset > o on k (the offset is the send's acknowledged one).
+* ``unseen`` -- an ``ok`` send never read by any poll and not a lost write (nothing above it was
+  read, or its offset is unknown). Counted per key.
+* ``duplicate`` -- one value at more than one (key, offset), combining acknowledged offsets and polls.
+* ``inconsistent-offsets`` -- one (key, offset) held more than one value, same sources.
+* ``aborted-read`` -- a poll read a value whose send definitely failed.
+* ``nonmonotonic-poll`` -- a process polls a key again, without an assign in between, and starts at
+  or before the previous poll's last offset; or offsets do not increase inside one poll
+  (``"within": true``).
+* ``poll-skip`` -- between two successive polls of a key by one process (no assign/subscribe in
+  between), or inside one poll (``"within": true``), the consumer jumped over offsets that some op
+  observed (an acknowledged send or any poll, anywhere in the history).
+* ``nonmonotonic-send`` -- two successive ``ok`` sends (with known offsets) by one process to one key,
+  the later at a lower or equal offset.
+
+Informational, never anomalies: ``recovered`` (``info`` sends that some poll read) and
+``unsent-reads`` (values polled that no send in the history carried).
+
+Process ids: after an ``info`` a process never reappears (a crashed client reopens under a new id),
+so per-process consumer and producer state starts afresh with the new id.
+
+Result::
+
+    {"valid": True | False | "unknown", "anomaly-types": [...], "bad-anomaly-types": [...],
+     "anomalies": {name: {"count": n, "examples": [...]}}, "recovered": {...},
+     "unsent-reads": {...}, "stats": {...}}
+
+``valid`` is False iff an anomaly not in ``allow`` is present; else "unknown" when no poll
+succeeded (nothing was observed), else True. Examples carry ``index``: the index of the op that
+holds the data (the completion for completed ops). At most ``MAX_EXAMPLES`` examples per anomaly.
+
+Bad input (wrong value shapes, non-integer offsets, a value sent twice) raises ``InputError`` naming
+the history's source and the line. Time and memory are linear in the history size (plus a sort of
+the known offsets of each key).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
+from typing import Any
+
+from checkers.errors import InputError
+from checkers.history import History, Operation, freeze
+
+__all__ = ["ANOMALY_TYPES", "MAX_EXAMPLES", "check_queue"]
+
+ANOMALY_TYPES = (
+    "aborted-read",
+    "duplicate",
+    "inconsistent-offsets",
+    "lost-write",
+    "nonmonotonic-poll",
+    "nonmonotonic-send",
+    "poll-skip",
+    "unseen",
+)
+MAX_EXAMPLES = 20
+_MAX_LISTED = 20  # offsets/values listed inside one example
+
+
+def _key(k: Any) -> Any:
+    """Partition names compare as strings when they are integers (JSON object keys are strings)."""
+    if type(k) is int:
+        return str(k)
+    if isinstance(k, list | dict | set):
+        return freeze(k)
+    return k
+
+
+def _value(v: Any) -> Any:
+    t = type(v)
+    if t is int or t is str:
+        return v
+    if isinstance(v, list | dict | set):
+        return freeze(v)
+    return v
+
+
+def _short(x: Any) -> str:
+    text = repr(x)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _is_offset(o: Any) -> bool:
+    return type(o) is int and o >= 0
+
+
+def _jkey(k: Any) -> str:
+    """A key as a JSON object key."""
+    return k if isinstance(k, str) else str(k)
+
+
+class _Anomalies:
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.examples: dict[str, list[dict]] = {}
+
+    def add(self, name: str, example: dict) -> None:
+        n = self.counts.get(name, 0)
+        self.counts[name] = n + 1
+        if n < MAX_EXAMPLES:
+            self.examples.setdefault(name, []).append(example)
+
+
+class _QueueChecker:
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.found = _Anomalies()
+        # value -> (key, offset | None, type, index, process, line)
+        self.sends: dict[Any, tuple] = {}
+        # key -> offset -> (value, index): the first value observed at each offset
+        self.at: dict[Any, dict[int, tuple[Any, int]]] = {}
+        # (key, offset) -> {value: first index}: offsets that held more than one value
+        self.conflicts: dict[tuple, dict[Any, int]] = {}
+        # value -> (key, offset, index): the first position a value was observed at
+        self.pos: dict[Any, tuple[Any, int, int]] = {}
+        # value -> {(key, offset): first index}: values at more than one position
+        self.dups: dict[Any, dict[tuple, int]] = {}
+        # value -> (index, key, offset) of the first poll that read it
+        self.read: dict[Any, tuple[int, Any, int]] = {}
+        # key -> (highest offset read, index of the poll)
+        self.max_read: dict[Any, tuple[int, int]] = {}
+        # process -> key -> [last offset read, poll index, reset by assign]
+        self.consumers: dict[Any, dict[Any, list]] = {}
+        # (process, key) -> (offset, value, index) of the last ok send with a known offset
+        self.producers: dict[tuple, tuple[int, Any, int]] = {}
+        # poll-skip candidates: (key, low, high, example) -- resolved once all offsets are known
+        self.jumps: list[tuple[Any, int, int, dict]] = []
+        self.keys: set[Any] = set()
+        self.sends_by_type = {"ok": 0, "fail": 0, "info": 0, "ok-without-offset": 0}
+        self.polls_by_type = {"ok": 0, "fail": 0, "info": 0, "empty": 0}
+        self.assigns = 0
+        self.subscribes = 0
+        self.other = 0
+        self.pairs_read = 0
+
+    def error(self, message: str, line: int) -> InputError:
+        return InputError(message, file=self.source, line=line)
+
+    # -- pass 1 ---------------------------------------------------------------------------------
+
+    def feed(self, op: Operation) -> None:
+        f = op.invoke.f
+        if f == "poll":
+            self.poll(op)
+        elif f == "send":
+            self.send(op)
+        elif f == "assign" or f == "subscribe":
+            self.assign(op, f)
+        else:
+            self.other += 1
+
+    def observe(self, key: Any, offset: int, value: Any, index: int) -> None:
+        by_offset = self.at.get(key)
+        if by_offset is None:
+            by_offset = self.at[key] = {}
+        cur = by_offset.get(offset)
+        if cur is None:
+            by_offset[offset] = (value, index)
+        elif cur[0] != value:
+            self.conflicts.setdefault((key, offset), {cur[0]: cur[1]}).setdefault(value, index)
+        p = self.pos.get(value)
+        if p is None:
+            self.pos[value] = (key, offset, index)
+        elif p[1] != offset or p[0] != key:
+            self.dups.setdefault(value, {(p[0], p[1]): p[2]}).setdefault((key, offset), index)
+
+    def send(self, op: Operation) -> None:
+        inv, c = op.invoke, op.complete
+        key = inv.key if inv.key is not None else (c.key if c is not None else None)
+        if key is None:
+            raise self.error("send without a key (one partition per send)", inv.line)
+        key = _key(key)
+        self.keys.add(key)
+        typ = op.type
+        value = _value(inv.value)
+        offset = None
+        if typ == "ok":
+            cv = c.value
+            if not isinstance(cv, list | tuple) or len(cv) != 2:
+                raise self.error(f"send ok value must be [offset, value], got {_short(cv)}", c.line)
+            offset, got = cv[0], _value(cv[1])
+            if offset is not None and not _is_offset(offset):
+                raise self.error(f"send offset must be a non-negative integer or null, got {_short(offset)}", c.line)
+            if value is None:
+                value = got
+            elif got != value:
+                raise self.error(
+                    f"send ok value carries {_short(got)} but the send invoked {_short(value)} (line {inv.line})",
+                    c.line,
+                )
+        if value is None:
+            raise self.error("send without a value", inv.line)
+        first = self.sends.get(value)
+        if first is not None:
+            raise self.error(
+                f"value {_short(value)} sent twice (first at line {first[5]}); values must be unique",
+                inv.line,
+            )
+        index = c.index if c is not None else inv.index
+        process = inv.process
+        self.sends[value] = (key, offset, typ, index, process, inv.line)
+        self.sends_by_type[typ] += 1
+        if typ != "ok":
+            return
+        if offset is None:
+            self.sends_by_type["ok-without-offset"] += 1
+            return
+        self.observe(key, offset, value, index)
+        last = self.producers.get((process, key))
+        if last is not None and offset <= last[0]:
+            self.found.add(
+                "nonmonotonic-send",
+                {
+                    "process": process,
+                    "key": key,
+                    "prev-offset": last[0],
+                    "offset": offset,
+                    "delta": offset - last[0],
+                    "prev-value": last[1],
+                    "value": value,
+                    "prev-index": last[2],
+                    "index": index,
+                },
+            )
+        self.producers[(process, key)] = (offset, value, index)
+
+    def assign(self, op: Operation, f: str) -> None:
+        inv = op.invoke
+        keys = inv.value
+        if not isinstance(keys, list | tuple):
+            raise self.error(f"{f} value must be a list of keys, got {_short(keys)}", inv.line)
+        for k in keys:
+            self.keys.add(_key(k))
+        process = inv.process
+        if f == "subscribe":
+            self.subscribes += 1
+            self.consumers.pop(process, None)
+            return
+        self.assigns += 1
+        state = self.consumers.get(process)
+        if state:
+            for entry in state.values():
+                entry[2] = True
+
+    def poll(self, op: Operation) -> None:
+        inv, c = op.invoke, op.complete
+        process = inv.process
+        key = inv.key if inv.key is not None else (c.key if c is not None else None)
+        typ = op.type
+        self.polls_by_type[typ] += 1
+        if typ != "ok":
+            state = self.consumers.get(process)
+            if state is not None:
+                if key is None or typ == "info":
+                    del self.consumers[process]
+                else:
+                    state.pop(_key(key), None)
+            return
+        value = c.value
+        if isinstance(value, dict):
+            parts: Iterable = value.items()
+        elif isinstance(value, list | tuple):
+            if key is None:
+                raise self.error(
+                    f"a poll without a key must return a map {{key: [[offset, value], ...]}}, got {_short(value)}",
+                    c.line,
+                )
+            parts = ((key, value),)
+        else:
+            raise self.error(
+                f"poll ok value must be a list of [offset, value] pairs or a map key -> such a list, "
+                f"got {_short(value)}",
+                c.line,
+            )
+        state = self.consumers.get(process)
+        if state is None:
+            state = self.consumers[process] = {}
+        index = c.index
+        empty = True
+        for k, pairs in parts:
+            k = _key(k)
+            if not isinstance(pairs, list | tuple):
+                raise self.error(
+                    f"poll of key {_short(k)} must be a list of [offset, value] pairs, got {_short(pairs)}",
+                    c.line,
+                )
+            if not pairs:
+                continue
+            empty = False
+            self.keys.add(k)
+            self.poll_key(k, pairs, process, index, state, c.line)
+        if empty:
+            self.polls_by_type["empty"] += 1
+
+    def poll_key(self, key: Any, pairs: Any, process: Any, index: int, state: dict, line: int) -> None:
+        read = self.read
+        observe = self.observe
+        found = self.found
+        prev = None
+        top = -1
+        for pr in pairs:
+            if not isinstance(pr, list | tuple) or len(pr) != 2:
+                raise self.error(f"poll of key {_short(key)}: expected an [offset, value] pair, got {_short(pr)}", line)
+            o, v = pr
+            if type(o) is not int or o < 0:
+                raise self.error(
+                    f"poll of key {_short(key)}: offset must be a non-negative integer, got {_short(o)}",
+                    line,
+                )
+            v = _value(v)
+            observe(key, o, v, index)
+            if v not in read:
+                read[v] = (index, key, o)
+            if o > top:
+                top = o
+            if prev is None:
+                entry = state.get(key)
+                if entry is not None:
+                    last, last_index, reset = entry
+                    if o <= last:
+                        if not reset:
+                            found.add(
+                                "nonmonotonic-poll",
+                                {
+                                    "process": process,
+                                    "key": key,
+                                    "within": False,
+                                    "prev-offset": last,
+                                    "offset": o,
+                                    "delta": o - last,
+                                    "prev-index": last_index,
+                                    "index": index,
+                                },
+                            )
+                    elif o > last + 1:
+                        self.jumps.append(
+                            (
+                                key,
+                                last,
+                                o,
+                                {
+                                    "process": process,
+                                    "key": key,
+                                    "within": False,
+                                    "after-assign": reset,
+                                    "prev-offset": last,
+                                    "offset": o,
+                                    "delta": o - last,
+                                    "prev-index": last_index,
+                                    "index": index,
+                                },
+                            )
+                        )
+            elif o <= prev:
+                found.add(
+                    "nonmonotonic-poll",
+                    {
+                        "process": process,
+                        "key": key,
+                        "within": True,
+                        "prev-offset": prev,
+                        "offset": o,
+                        "delta": o - prev,
+                        "index": index,
+                    },
+                )
+            elif o > prev + 1:
+                self.jumps.append(
+                    (
+                        key,
+                        prev,
+                        o,
+                        {
+                            "process": process,
+                            "key": key,
+                            "within": True,
+                            "prev-offset": prev,
+                            "offset": o,
+                            "delta": o - prev,
+                            "index": index,
+                        },
+                    )
+                )
+            prev = o
+        self.pairs_read += len(pairs)
+        state[key] = [prev, index, False]
+        m = self.max_read.get(key)
+        if m is None or top > m[0]:
+            self.max_read[key] = (top, index)
+
+    # -- pass 2 ---------------------------------------------------------------------------------
+
+    def finish(self, allow: frozenset[str], history_ops: int) -> dict[str, Any]:
+        found = self.found
+        at = self.at
+        known = {k: sorted(by_offset) for k, by_offset in at.items()}
+
+        for key, low, high, example in self.jumps:
+            offsets = known.get(key, ())
+            i = bisect_right(offsets, low)
+            j = bisect_left(offsets, high)
+            if i < j:
+                by_offset = at[key]
+                example["skipped-count"] = j - i
+                example["skipped"] = [[o, by_offset[o][0]] for o in offsets[i : min(j, i + _MAX_LISTED)]]
+                found.add("poll-skip", example)
+
+        for (key, offset), values in self.conflicts.items():
+            found.add(
+                "inconsistent-offsets",
+                {
+                    "key": key,
+                    "offset": offset,
+                    "values": [{"value": v, "index": i} for v, i in values.items()],
+                },
+            )
+
+        for value, positions in self.dups.items():
+            found.add(
+                "duplicate",
+                {
+                    "value": value,
+                    "positions": [{"key": k, "offset": o, "index": i} for (k, o), i in positions.items()],
+                },
+            )
+
+        read = self.read
+        max_read = self.max_read
+        recovered = _Anomalies()
+        unseen_by_key: dict[str, int] = {}
+        for value, (key, offset, typ, index, process, _line) in self.sends.items():
+            r = read.get(value)
+            if typ == "ok":
+                if r is not None:
+                    continue
+                m = max_read.get(key)
+                if offset is not None and m is not None and m[0] > offset:
+                    found.add(
+                        "lost-write",
+                        {
+                            "key": key,
+                            "offset": offset,
+                            "value": value,
+                            "index": index,
+                            "process": process,
+                            "max-read-offset": m[0],
+                            "max-read-index": m[1],
+                        },
+                    )
+                else:
+                    jk = _jkey(key)
+                    unseen_by_key[jk] = unseen_by_key.get(jk, 0) + 1
+                    found.add(
+                        "unseen",
+                        {
+                            "key": key,
+                            "offset": offset,
+                            "value": value,
+                            "index": index,
+                            "process": process,
+                        },
+                    )
+            elif r is not None:
+                example = {
+                    "key": key,
+                    "value": value,
+                    "index": index,
+                    "process": process,
+                    "read-key": r[1],
+                    "read-offset": r[2],
+                    "read-index": r[0],
+                }
+                if typ == "fail":
+                    found.add("aborted-read", example)
+                else:
+                    recovered.add("recovered", example)
+
+        sends = self.sends
+        unsent = _Anomalies()
+        for value, (index, key, offset) in read.items():
+            if value not in sends:
+                unsent.add("unsent", {"key": key, "offset": offset, "value": value, "index": index})
+
+        names = sorted(n for n, c in found.counts.items() if c)
+        bad = [n for n in names if n not in allow]
+        anomalies: dict[str, dict[str, Any]] = {}
+        for n in names:
+            anomalies[n] = {"count": found.counts[n], "examples": found.examples.get(n, [])}
+        if "unseen" in anomalies:
+            anomalies["unseen"]["by-key"] = dict(sorted(unseen_by_key.items()))
+
+        if bad:
+            valid: bool | str = False
+        elif self.polls_by_type["ok"] == 0:
+            valid = "unknown"
+        else:
+            valid = True
+
+        stats = {
+            "ops": history_ops,
+            "sends": dict(self.sends_by_type),
+            "polls": dict(self.polls_by_type),
+            "assigns": self.assigns,
+            "subscribes": self.subscribes,
+            "other-ops": self.other,
+            "keys": len(self.keys),
+            "values-sent": len(sends),
+            "values-read": len(read),
+            "pairs-read": self.pairs_read,
+            "max-offset": {_jkey(k): offsets[-1] for k, offsets in sorted(known.items(), key=_sort_key) if offsets},
+            "max-read-offset": {_jkey(k): m[0] for k, m in sorted(max_read.items(), key=_sort_key)},
+        }
+        return {
+            "valid": valid,
+            "anomaly-types": names,
+            "bad-anomaly-types": bad,
+            "anomalies": anomalies,
+            "recovered": {
+                "count": recovered.counts.get("recovered", 0),
+                "examples": recovered.examples.get("recovered", []),
+            },
+            "unsent-reads": {"count": unsent.counts.get("unsent", 0), "examples": unsent.examples.get("unsent", [])},
+            "stats": stats,
+        }
+
+
+def _sort_key(item: tuple[Any, Any]) -> str:
+    return _jkey(item[0])
+
+
+def check_queue(history: History, allow: Iterable[str] = ()) -> dict[str, Any]:
+    """Check a queue history for Jepsen's Kafka anomalies; see the module docstring for the result.
+
+    `allow` names anomaly types that do not make the history invalid (they are still reported).
+    Raises InputError on malformed queue ops or an unknown name in `allow`.
+    """
+    allowed = frozenset([allow] if isinstance(allow, str) else allow)
+    unknown = sorted(allowed.difference(ANOMALY_TYPES))
+    if unknown:
+        raise InputError(
+            f"unknown anomaly type(s) to allow: {', '.join(unknown)} (known: {', '.join(ANOMALY_TYPES)})",
+            file=history.source,
+        )
+    checker = _QueueChecker(history.source)
+    feed = checker.feed
+    for op in history.operations():
+        feed(op)
+    return checker.finish(allowed, len(history))

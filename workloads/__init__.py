@@ -1,0 +1,1 @@
+"""Workloads: clients, generators and the checkers each workload needs."""
