@@ -1,0 +1,1 @@
+"""The system under test: a KRaft-style quorum and Kafka-style broker (standard library only)."""

@@ -1,0 +1,22 @@
+"""The seeded broker bugs (DESIGN.md "Seeded bugs") this package reacts to.
+
+* ``hw-from-leader``: an acks=-1 produce is answered once the leader's own append is durable,
+  as for acks=1, instead of when the high watermark covers it.
+* ``no-truncate``: a follower never truncates: it fetches without ``last_fetched_epoch`` (so the
+  leader never reports a diverging epoch) and ignores OFFSET_OUT_OF_RANGE, keeping a divergent
+  suffix after a leader change and reporting its whole log end as replicated.
+* ``stale-leader-produce``: a broker that has led a partition keeps accepting produce for it
+  after the metadata moved leadership away (or fenced it), appending at its old epoch.
+* ``lazy-flush`` (shared with the raft core): partition-log writes count as replicated and are
+  acknowledged before they are flushed; flushes run only every ``lazy_flush_interval_ms``.
+"""
+
+from __future__ import annotations
+
+from ..raft.bugs import LAZY_FLUSH
+
+HW_FROM_LEADER = "hw-from-leader"
+NO_TRUNCATE = "no-truncate"
+STALE_LEADER_PRODUCE = "stale-leader-produce"
+
+__all__ = ["HW_FROM_LEADER", "LAZY_FLUSH", "NO_TRUNCATE", "STALE_LEADER_PRODUCE"]

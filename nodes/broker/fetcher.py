@@ -1,0 +1,154 @@
+"""The follower side of replication: one fetch session per leader broker (Kafka's
+``ReplicaFetcherThread``), pull-based.
+
+For every leader this broker follows partitions of, at most one ``FetchRecordsRequest`` is in
+flight. A follower flushes what it appended before its next fetch (its fetch offset is its
+acknowledgement, so it must be durable) unless ``lazy-flush`` is on. Responses append batches,
+move the follower's HW, or truncate on a diverging epoch; errors back the partition off for
+``replica.fetch.backoff.ms`` until the metadata names a new leader.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..raft.config import MS
+from . import bugs as B
+from .errors import BrokerError
+from .log import NO_EPOCH
+from .messages import FetchedPartition, FetchPartition, FetchRecordsRequest, FetchRecordsResponse
+from .partition import Partition, Role
+from .topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from .replica_manager import ReplicaManager
+
+
+@dataclass(slots=True)
+class _Session:
+    leader: int
+    correlation: int | None = None  # of the request in flight
+    deadline: int = 0  # when to give up on it
+    epochs: dict[TopicPartition, int] = field(default_factory=dict)  # leader epoch per requested partition
+
+
+class ReplicaFetcher:
+    def __init__(self, rm: ReplicaManager) -> None:
+        self.rm = rm
+        self.sessions: dict[int, _Session] = {}
+
+    def _followed(self) -> dict[int, list[Partition]]:
+        by_leader: dict[int, list[Partition]] = {}
+        for tp in sorted(self.rm.partitions):
+            p = self.rm.partitions[tp]
+            if p.role is Role.FOLLOWER and p.leader is not None:
+                by_leader.setdefault(p.leader, []).append(p)
+        return by_leader
+
+    def _waiting_for_flush(self, p: Partition) -> bool:
+        if self.rm.lazy:
+            return False
+        return p.flushed < p.leo or p.flushed_truncations < p.truncations
+
+    def poll(self, now: int) -> None:
+        """Send a fetch to every leader that has none in flight (and time out lost ones)."""
+        host = self.rm.host
+        config = self.rm.config
+        broker_epoch = host.broker_epoch()
+        followed = self._followed()
+        for leader in list(self.sessions):
+            if leader not in followed:
+                del self.sessions[leader]
+        if broker_epoch is None:
+            return
+        no_truncate = B.NO_TRUNCATE in self.rm.bugs
+        for leader, parts in followed.items():
+            session = self.sessions.setdefault(leader, _Session(leader))
+            if session.correlation is not None:
+                if now < session.deadline:
+                    continue
+                session.correlation = None  # lost request or response: send again
+            if any(self._waiting_for_flush(p) for p in parts):
+                continue  # flushed() will call poll again
+            ready = [p for p in parts if p.fetch_backoff_until is None or now >= p.fetch_backoff_until]
+            if not ready:
+                continue
+            for p in ready:
+                p.fetch_backoff_until = None
+            wanted = tuple(
+                FetchPartition(
+                    p.tp,
+                    p.leo,
+                    config.replica_fetch_max_bytes,
+                    p.leader_epoch,
+                    None if no_truncate else p.log.latest_epoch,
+                )
+                for p in ready
+            )
+            correlation = host.next_correlation()
+            request = FetchRecordsRequest(
+                wanted,
+                replica_id=self.rm.node_id,
+                broker_epoch=broker_epoch,
+                max_wait_ms=config.replica_fetch_wait_max_ms,
+                min_bytes=config.replica_fetch_min_bytes,
+                max_bytes=config.replica_fetch_response_max_bytes,
+                correlation=correlation,
+            )
+            session.correlation = correlation
+            session.deadline = now + (config.replica_fetch_wait_max_ms + config.request_timeout_ms) * MS
+            session.epochs = {p.tp: p.leader_epoch for p in ready}
+            host.send(leader, request)
+
+    def on_response(self, src: int, response: FetchRecordsResponse) -> None:
+        session = self.sessions.get(src)
+        if session is None or session.correlation != response.correlation:
+            return  # stale: a newer request superseded it, or we stopped following src
+        session.correlation = None
+        for result in response.partitions:
+            p = self.rm.partitions.get(result.partition)
+            if p is None or p.role is not Role.FOLLOWER or p.leader != src:
+                continue
+            if session.epochs.get(result.partition) != p.leader_epoch:
+                continue  # the partition's leadership changed while the fetch was out
+            self._handle(p, result)
+
+    def _handle(self, p: Partition, result: FetchedPartition) -> None:
+        rm = self.rm
+        now = rm.host.now
+        no_truncate = B.NO_TRUNCATE in rm.bugs
+        if result.error is BrokerError.NONE:
+            if result.diverging_epoch is not None:
+                if no_truncate:
+                    return
+                epoch, end = result.diverging_epoch
+                local_epoch, local_end = p.log.end_offset_for_epoch(epoch)
+                target = 0 if local_epoch == NO_EPOCH else min(local_end, end)
+                rm.follower_truncate(p, target, f"diverging epoch {epoch} ending at {end}")
+                return
+            rm.follower_append(p, result.batches)
+            rm.follower_high_watermark(p, result.high_watermark)
+            return
+        if result.error is BrokerError.OFFSET_OUT_OF_RANGE and not no_truncate:
+            leader_end = result.log_end_offset
+            if 0 <= leader_end < p.leo:
+                rm.follower_truncate(p, leader_end, f"offset out of range, leader log end {leader_end}")
+                return
+        p.fetch_backoff_until = now + rm.config.replica_fetch_backoff_ms * MS
+
+    def next_deadline(self) -> int | None:
+        """When :meth:`poll` next has work on its own: a fetch timing out, or the end of the
+        backoff of a leader's partitions. (Flushes and responses arrive as inputs.)"""
+        now = self.rm.host.now
+        times: list[int] = []
+        for leader, parts in self._followed().items():
+            session = self.sessions.get(leader)
+            if session is not None and session.correlation is not None:
+                times.append(session.deadline)
+            elif not any(self._waiting_for_flush(p) for p in parts):
+                backoffs = [p.fetch_backoff_until for p in parts if p.fetch_backoff_until is not None]
+                if len(backoffs) == len(parts):
+                    times.append(min(backoffs))
+        due = [t for t in times if t > now]
+        return min(due) if due else None

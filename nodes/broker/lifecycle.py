@@ -1,0 +1,99 @@
+"""The broker side of registration and heartbeats (Kafka's ``BrokerLifecycleManager``).
+
+Each BrokerNode instance is one *incarnation* (a number drawn from the node's rng). It
+registers with the active controller (the raft leader) until the registration is answered,
+then heartbeats every ``broker.heartbeat.interval.ms`` with its broker epoch and how far its
+metadata image has got; a STALE_BROKER_EPOCH answer makes it register again. One request is in
+flight at a time; an unanswered one is given up after ``request.timeout.ms``.
+"""
+
+from __future__ import annotations
+
+from ..raft.config import MS
+from .config import BrokerConfig
+from .errors import BrokerError
+from .host import BrokerHost
+from .messages import (
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+)
+
+RETRY_BACKOFF_MS = 100
+
+
+class BrokerLifecycle:
+    def __init__(self, host: BrokerHost, config: BrokerConfig, incarnation: int, endpoint: tuple[str, int]) -> None:
+        self.host = host
+        self.config = config
+        self.incarnation = incarnation
+        self.endpoint = endpoint
+        self.epoch: int | None = None  # from the registration response
+        self.fenced = True  # as the controller last said
+        self._inflight: int | None = None  # correlation
+        self._inflight_to: int | None = None
+        self._inflight_until = 0
+        self._next_at = 0  # earliest time for the next request
+        self._announced = False  # heartbeat sent since our registration reached our own image
+
+    def poll(self, now: int) -> None:
+        controller = self.host.controller_id()
+        if self._inflight is not None:
+            if now < self._inflight_until and controller == self._inflight_to:
+                return
+            self._inflight = None  # lost, or the controller changed: ask the new one
+            self._next_at = min(self._next_at, now)
+        if controller is None:
+            return
+        if self.epoch is not None and not self._announced and self.host.broker_epoch() == self.epoch:
+            self._announced = True  # tell the controller at once that we caught up
+            self._next_at = now
+        if now < self._next_at:
+            return
+        correlation = self.host.next_correlation()
+        if self.epoch is None:
+            host, port = self.endpoint
+            message: object = BrokerRegistrationRequest(self.host.node_id, self.incarnation, host, port, correlation)
+        else:
+            message = BrokerHeartbeatRequest(self.host.node_id, self.epoch, self.host.image.offset, False, correlation)
+        self._inflight, self._inflight_to = correlation, controller
+        self._inflight_until = now + self.config.request_timeout_ms * MS
+        self._next_at = now + self.config.broker_heartbeat_interval_ms * MS
+        self.host.send(controller, message)
+
+    def on_registration_response(self, response: BrokerRegistrationResponse) -> None:
+        if response.correlation != self._inflight:
+            return
+        self._inflight = None
+        now = self.host.now
+        if response.error is BrokerError.NONE:
+            self.epoch = response.broker_epoch
+            self._announced = False
+            self._next_at = now  # first heartbeat right away
+        else:
+            self._next_at = now + RETRY_BACKOFF_MS * MS
+
+    def on_heartbeat_response(self, response: BrokerHeartbeatResponse) -> None:
+        if response.correlation != self._inflight:
+            return
+        self._inflight = None
+        now = self.host.now
+        if response.error is BrokerError.NONE:
+            self.fenced = response.is_fenced
+            if self.fenced and self.host.broker_epoch() == self.epoch:
+                # caught up but still fenced (e.g. waiting for leaderships to move): ask again soon
+                self._next_at = min(self._next_at, now + RETRY_BACKOFF_MS * MS * 5)
+        elif response.error is BrokerError.STALE_BROKER_EPOCH:
+            self.epoch = None
+            self.fenced = True
+            self._next_at = now
+        else:
+            self._next_at = now + RETRY_BACKOFF_MS * MS
+
+    def next_deadline(self) -> int | None:
+        if self._inflight is not None:
+            return self._inflight_until
+        if self.host.controller_id() is None:
+            return None  # any step that discovers a controller polls again
+        return self._next_at

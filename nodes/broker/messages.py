@@ -1,0 +1,327 @@
+"""Broker requests and responses (small frozen dataclasses).
+
+Client requests (``ProduceRequest``, ``FetchRecordsRequest``, ``ListOffsetsRequest``,
+``MetadataRequest``, ``CreateTopicsRequest``) reach the node through its client calls and are
+answered with a ``ClientResponse`` effect. Node-to-node messages travel in ``Send`` effects and
+arrive through ``handle(now, src, message, reply_ctx)``, like the raft RPCs; a response goes back
+as ``Send(src, response, reply_ctx)``. Node-to-node kinds: follower fetches
+(``FetchRecordsRequest`` with ``replica_id >= 0`` → ``FetchRecordsResponse``), and the
+broker-to-controller RPCs ``BrokerRegistration*``, ``BrokerHeartbeat*``, ``AlterPartition*`` and
+a forwarded ``CreateTopics*``. ``correlation`` lets the sender match a response to its request
+(the runtime may map it to the Kafka correlation id); a core never reuses one.
+
+Optional ints are None when absent (the wire encodes -1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .batch import Batch, NewBatch
+from .errors import BrokerError
+from .topic_partition import TopicPartition
+
+CONSUMER_REPLICA_ID = -1
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+
+# ---------------------------------------------------------------------------- produce
+
+
+@dataclass(frozen=True, slots=True)
+class ProducePartition:
+    partition: TopicPartition
+    batches: tuple[NewBatch, ...]
+    current_leader_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRequest:
+    """``acks`` -1 (all in-sync replicas), 0 (no answer) or 1 (leader only)."""
+
+    acks: int
+    timeout_ms: int
+    partitions: tuple[ProducePartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProducedPartition:
+    """``base_offset`` is the offset of the first record appended, -1 on error."""
+
+    partition: TopicPartition
+    error: BrokerError
+    base_offset: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResponse:
+    partitions: tuple[ProducedPartition, ...]
+
+
+# ---------------------------------------------------------------------------- fetch
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartition:
+    partition: TopicPartition
+    fetch_offset: int
+    max_bytes: int = 1_048_576
+    current_leader_epoch: int | None = None
+    last_fetched_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRecordsRequest:
+    """A consumer (``replica_id`` -1) or follower (``replica_id`` = its broker id, with its
+    ``broker_epoch``) fetch. ``isolation_level`` 0 read_uncommitted, 1 read_committed (same
+    visible end here: there are no transactions)."""
+
+    partitions: tuple[FetchPartition, ...]
+    replica_id: int = CONSUMER_REPLICA_ID
+    broker_epoch: int = -1
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 52_428_800
+    isolation_level: int = 0
+    correlation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    """``diverging_epoch`` is ``(epoch, end_offset)`` (KIP-320); ``current_leader`` is
+    ``(leader_id, leader_epoch)`` as this broker knows it, on leadership errors.
+    ``log_end_offset`` is filled for follower fetches (the leader's LEO)."""
+
+    partition: TopicPartition
+    error: BrokerError
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    batches: tuple[Batch, ...] = ()
+    diverging_epoch: tuple[int, int] | None = None
+    current_leader: tuple[int | None, int] | None = None
+    log_end_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRecordsResponse:
+    partitions: tuple[FetchedPartition, ...]
+    correlation: int = 0
+    error: BrokerError = BrokerError.NONE
+
+
+# ---------------------------------------------------------------------------- list offsets
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsPartition:
+    """``timestamp`` -2 earliest, -1 latest (the high watermark), else ms."""
+
+    partition: TopicPartition
+    timestamp: int
+    current_leader_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsRequest:
+    partitions: tuple[ListOffsetsPartition, ...]
+    replica_id: int = CONSUMER_REPLICA_ID
+    isolation_level: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ListedOffset:
+    partition: TopicPartition
+    error: BrokerError
+    timestamp: int = -1
+    offset: int = -1
+    leader_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsResponse:
+    partitions: tuple[ListedOffset, ...]
+
+
+# ---------------------------------------------------------------------------- metadata
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataRequest:
+    """``topics`` None means every topic."""
+
+    topics: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadata:
+    error: BrokerError
+    partition: int
+    leader: int | None
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    error: BrokerError
+    name: str
+    topic_id: str | None
+    partitions: tuple[PartitionMetadata, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataResponse:
+    """``brokers`` are the registered, unfenced brokers; ``controller_id`` the raft leader."""
+
+    brokers: tuple[BrokerInfo, ...]
+    controller_id: int | None
+    topics: tuple[TopicMetadata, ...]
+
+
+# ---------------------------------------------------------------------------- create topics
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    """-1 means "the broker default" for ``num_partitions``/``replication_factor``; with
+    ``assignments`` (``(partition, replicas)`` pairs) both must be -1."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    configs: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsRequest:
+    topics: tuple[NewTopic, ...]
+    timeout_ms: int = 30_000
+    validate_only: bool = False
+    correlation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedTopic:
+    name: str
+    error: BrokerError
+    error_message: str | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsResponse:
+    topics: tuple[CreatedTopic, ...]
+    correlation: int = 0
+
+
+# ---------------------------------------------------------------------------- broker -> controller
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationRequest:
+    """Sent by each broker incarnation (``incarnation`` is new on every start)."""
+
+    broker_id: int
+    incarnation: int
+    host: str = ""
+    port: int = 0
+    correlation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationResponse:
+    error: BrokerError
+    broker_epoch: int = -1
+    correlation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatRequest:
+    """``metadata_offset``: the next raft offset the broker's image will apply."""
+
+    broker_id: int
+    broker_epoch: int
+    metadata_offset: int
+    want_fence: bool = False
+    correlation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatResponse:
+    error: BrokerError
+    is_fenced: bool = True
+    correlation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionRequest:
+    """A partition leader asks to change the ISR (shrink or expand), based on the state it
+    knows (``leader_epoch``, ``partition_epoch``)."""
+
+    broker_id: int
+    broker_epoch: int
+    partition: TopicPartition
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
+    correlation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionResponse:
+    error: BrokerError
+    partition: TopicPartition
+    leader: int | None = None
+    leader_epoch: int = -1
+    partition_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    correlation: int = 0
+
+
+BrokerRequest = (
+    FetchRecordsRequest
+    | BrokerRegistrationRequest
+    | BrokerHeartbeatRequest
+    | AlterPartitionRequest
+    | CreateTopicsRequest
+)
+BrokerResponse = (
+    FetchRecordsResponse
+    | BrokerRegistrationResponse
+    | BrokerHeartbeatResponse
+    | AlterPartitionResponse
+    | CreateTopicsResponse
+)
+BROKER_REQUESTS = (
+    FetchRecordsRequest,
+    BrokerRegistrationRequest,
+    BrokerHeartbeatRequest,
+    AlterPartitionRequest,
+    CreateTopicsRequest,
+)
+BROKER_RESPONSES = (
+    FetchRecordsResponse,
+    BrokerRegistrationResponse,
+    BrokerHeartbeatResponse,
+    AlterPartitionResponse,
+    CreateTopicsResponse,
+)
+
+
+def is_broker_request(message: object) -> bool:
+    """True for node-to-node broker requests (the runtime sends these as requests and feeds the
+    answer back to ``handle``); False for responses and for anything else."""
+    return isinstance(message, BROKER_REQUESTS)

@@ -1,0 +1,446 @@
+"""BrokerNode: one combined KRaft-style node — raft quorum voter, register service, metadata
+controller and broker — behind a single sans-IO driver API.
+
+Driver inputs (``now`` is int ns, as for :class:`~nodes.raft.RaftNode`):
+
+* ``start(now, quorum_state, log, partition_logs)`` — once, with what is on disk;
+* ``handle(now, src, message, reply_ctx)`` — a raft RPC or a broker message from node ``src``;
+* ``tick(now)`` — when the clock reaches :meth:`BrokerNode.next_deadline`;
+* ``flushed(now, offset)`` — a raft-log ``Flush`` completed;
+  ``partition_flushed(now, tp, offset)`` — a ``FlushPartition`` completed;
+* ``resign(now)`` — graceful raft hand-off;
+* client calls: ``submit`` (register ops, as KVNode), ``produce``, ``fetch``, ``list_offsets``,
+  ``metadata``, ``create_topics``.
+
+Every input returns a list of effects, to be applied **in order**: the raft effects
+(``Send``, ``PersistQuorumState``, ``AppendLog``, ``TruncateLog``, ``Flush``, ``Committed``,
+``Event``, ``Fatal``), the register service's ``ClientReply``, and the broker's own
+(``effects.py``): ``AppendPartitionLog``, ``TruncatePartitionLog``, ``FlushPartition``,
+``ClientResponse``, ``CloseClientConnection``, plus ``Send`` carrying broker messages
+(``messages.py``) and ``Event`` carrying ``partition-leader`` lines. Messages a node sends to
+itself (its broker talking to its own controller) never leave the core. After a ``Fatal`` the
+node is stopped and returns no more effects.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from typing import Any, NoReturn
+
+from ..raft import Committed, Event, Fatal, QuorumState, RaftConfig, Record, Reply, Role, Send
+from ..raft.bugs import validate_bugs
+from ..raft.config import MS
+from ..raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from .batch import Batch
+from .config import BrokerConfig
+from .controller import Controller
+from .effects import ClientResponse, CloseClientConnection
+from .errors import BrokerError
+from .events import partition_leader_event
+from .image import ImageChange, MetadataImage, PartitionChange
+from .kv_layer import ControllerAppend, RegisterService
+from .lifecycle import BrokerLifecycle
+from .messages import (
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerInfo,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    CreatedTopic,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    FetchRecordsRequest,
+    FetchRecordsResponse,
+    ListOffsetsRequest,
+    MetadataRequest,
+    MetadataResponse,
+    PartitionMetadata,
+    ProduceRequest,
+    TopicMetadata,
+)
+from .records import MetadataRecord, encode_metadata
+from .replica_manager import ReplicaManager
+from .topic_partition import TopicPartition
+
+RAFT_MESSAGES = (
+    VoteRequest,
+    VoteResponse,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+)
+_SETTLE_ROUNDS = 64
+
+
+class _Stop(Exception):
+    """Raised after a Fatal effect to abandon the rest of the step."""
+
+
+class BrokerNode:
+    """A combined controller + broker node. The first five arguments are RaftNode's (so test
+    clusters can build it like a KVNode); ``broker_config`` holds the broker/controller settings
+    and ``endpoint`` the (host, port) advertised to clients in Metadata."""
+
+    def __init__(
+        self,
+        node_id: int,
+        voters: Iterable[int] | Mapping[int, Any],
+        config: RaftConfig | None = None,
+        rng: random.Random | None = None,
+        bugs: Iterable[str] = frozenset(),
+        broker_config: BrokerConfig | None = None,
+        endpoint: tuple[str, int] = ("", 0),
+    ) -> None:
+        self.node_id = node_id
+        self.bugs = validate_bugs(bugs)
+        rng = rng if rng is not None else random.Random(node_id)
+        raft_config = config or RaftConfig()
+        self.kv = RegisterService(node_id, voters, raft_config, rng, self.bugs)
+        self.raft = self.kv.raft
+        self.machine = self.kv.machine
+        self.broker_config = broker_config or BrokerConfig()
+        broker_rng = random.Random(rng.getrandbits(64))
+        self.incarnation = broker_rng.getrandbits(62)
+        self.image = MetadataImage()
+        self.controller = Controller(
+            self, self.broker_config, broker_rng, self._controller_append, lambda: self.raft.log_end_offset
+        )
+        self.replicas = ReplicaManager(self, self.broker_config, self.bugs, raft_config.lazy_flush_interval_ms)
+        self.lifecycle = BrokerLifecycle(self, self.broker_config, self.incarnation, endpoint)
+        self._now = 0
+        self._out: list[Any] = []
+        self._started = False
+        self._failed: str | None = None
+        self._loopback: deque[tuple[Any, Any]] = deque()
+        self._image_dirty = False
+        self._correlation = 0
+        self._op_seq = 0
+        self._controller_ops: dict[int, Callable[[BrokerError], None]] = {}
+        self._forwarded: dict[int, tuple[Any, CreateTopicsRequest, int]] = {}
+
+    # ------------------------------------------------------------------ host interface (for the parts)
+
+    @property
+    def now(self) -> int:
+        return self._now
+
+    def emit(self, effect: Any) -> None:
+        self._out.append(effect)
+
+    def send(self, dst: int, message: Any, reply_ctx: Any = None) -> None:
+        if dst == self.node_id:
+            self._loopback.append((message, reply_ctx))
+        else:
+            self._out.append(Send(dst, message, reply_ctx))
+
+    def controller_id(self) -> int | None:
+        """The raft leader as this node knows it (the active controller, or about to be)."""
+        if self.raft.role in (Role.LEADER, Role.FOLLOWER):
+            return self.raft.leader_id
+        return None
+
+    def broker_epoch(self) -> int | None:
+        reg = self.image.brokers.get(self.node_id)
+        if reg is None or reg.incarnation != self.incarnation:
+            return None
+        return reg.broker_epoch
+
+    def next_correlation(self) -> int:
+        self._correlation += 1
+        return self._correlation
+
+    def fatal(self, reason: str) -> NoReturn:
+        self._failed = reason
+        self._out.append(Fatal(reason))
+        raise _Stop
+
+    # ------------------------------------------------------------------ driver inputs
+
+    def start(
+        self,
+        now: int,
+        persisted: QuorumState | None = None,
+        log: Iterable[Record] = (),
+        partition_logs: Mapping[TopicPartition, Iterable[Batch]] | None = None,
+    ) -> list[Any]:
+        """Begin from the durable quorum state, raft log and partition logs (all as recovered)."""
+        if self._started:
+            raise RuntimeError("start() may be called once; make a new BrokerNode to restart")
+        self._started = True
+        records = list(log)
+
+        def begin() -> None:
+            self.replicas.load(partition_logs or {}, now)
+            self._absorb(self.kv.start(now, persisted, records))
+
+        return self._run(now, begin)
+
+    def handle(self, now: int, src: int, message: Any, reply_ctx: Any = None) -> list[Any]:
+        """A message from node ``src``; responses go back as ``Send(src, response, reply_ctx)``."""
+        return self._run(now, self._dispatch, src, message, reply_ctx)
+
+    def tick(self, now: int) -> list[Any]:
+        return self._run(now, lambda: self._absorb(self.kv.tick(now)))
+
+    def flushed(self, now: int, offset: int) -> list[Any]:
+        """A raft-log Flush completed: records below ``offset`` are durable."""
+        return self._run(now, lambda: self._absorb(self.kv.flushed(now, offset)))
+
+    def partition_flushed(self, now: int, partition: TopicPartition, offset: int) -> list[Any]:
+        """A FlushPartition completed: ``partition``'s log below ``offset`` is durable."""
+        return self._run(now, self.replicas.partition_flushed, partition, offset)
+
+    def resign(self, now: int) -> list[Any]:
+        return self._run(now, lambda: self._absorb(self.kv.resign(now)))
+
+    def next_deadline(self) -> int | None:
+        """Earliest time (ns) at which :meth:`tick` has work, or None."""
+        if self._failed is not None or not self._started:
+            return None
+        times = [
+            self.raft.next_deadline(),
+            self.replicas.next_deadline(),
+            self.controller.next_deadline(),
+            self.lifecycle.next_deadline(),
+            *(deadline for _, _, deadline in self._forwarded.values()),
+        ]
+        present = [t for t in times if t is not None]
+        return min(present) if present else None
+
+    # ------------------------------------------------------------------ client calls
+
+    def submit(self, now: int, request_id: Any, f: str, key: str, value: Any = None) -> list[Any]:
+        """A register operation, exactly as :meth:`nodes.kv.KVNode.submit`."""
+        return self._run(now, lambda: self._absorb(self.kv.submit(now, request_id, f, key, value)))
+
+    def produce(self, now: int, request_id: Any, request: ProduceRequest) -> list[Any]:
+        """ClientResponse(request_id, ProduceResponse) follows, maybe later; none for acks=0."""
+
+        def run() -> None:
+            self.replicas.append_records(
+                request,
+                lambda response: self.emit(ClientResponse(request_id, response)),
+                lambda reason: self.emit(CloseClientConnection(request_id, reason)),
+            )
+
+        return self._run(now, run)
+
+    def fetch(self, now: int, request_id: Any, request: FetchRecordsRequest) -> list[Any]:
+        """ClientResponse(request_id, FetchRecordsResponse) follows, maybe after max_wait_ms."""
+        return self._run(now, self.replicas.fetch_messages, request, lambda r: self.emit(ClientResponse(request_id, r)))
+
+    def list_offsets(self, now: int, request_id: Any, request: ListOffsetsRequest) -> list[Any]:
+        return self._run(now, lambda: self.emit(ClientResponse(request_id, self.replicas.list_offsets(request))))
+
+    def metadata(self, now: int, request_id: Any, request: MetadataRequest | None = None) -> list[Any]:
+        return self._run(
+            now, lambda: self.emit(ClientResponse(request_id, self._metadata(request or MetadataRequest())))
+        )
+
+    def create_topics(self, now: int, request_id: Any, request: CreateTopicsRequest) -> list[Any]:
+        """Handled by this node's controller when it is the active one, else forwarded to the
+        raft leader; NOT_CONTROLLER per topic when no leader is known, REQUEST_TIMED_OUT if the
+        forwarded request is not answered within ``timeout_ms``."""
+
+        def run() -> None:
+            respond = lambda r: self.emit(ClientResponse(request_id, r))  # noqa: E731
+            controller = self.controller_id()
+            if self.controller.active or controller is None or controller == self.node_id:
+                self.controller.on_create_topics(request, respond)
+                return
+            correlation = self.next_correlation()
+            deadline = now + max(0, request.timeout_ms) * MS
+            self._forwarded[correlation] = (request_id, request, deadline)
+            self.send(controller, replace(request, correlation=correlation))
+
+        return self._run(now, run)
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def failed(self) -> str | None:
+        return self._failed
+
+    def status(self) -> dict[str, Any]:
+        """A JSON-able snapshot for admin endpoints and debugging."""
+        parts = {
+            str(tp): {
+                "role": p.role.value,
+                "leader": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "isr": list(p.isr),
+                "high_watermark": p.hw,
+                "log_end_offset": p.leo,
+                "flushed_offset": p.flushed,
+            }
+            for tp, p in sorted(self.replicas.partitions.items())
+        }
+        return {
+            **self.raft.status(),
+            "broker_epoch": self.broker_epoch(),
+            "fenced": not self.image.is_eligible(self.node_id),
+            "active_controller": self.controller.active,
+            "metadata_offset": self.image.offset,
+            "partitions": parts,
+        }
+
+    # ------------------------------------------------------------------ step plumbing
+
+    def _run(self, now: int, fn: Callable[..., None], *args: Any) -> list[Any]:
+        if self._failed is not None:
+            return []
+        if not self._started:
+            raise RuntimeError("call start() before any other input")
+        self._now = now
+        out: list[Any] = []
+        self._out = out
+        try:
+            self.controller.update_role(self.raft.is_leader, self.raft.epoch)
+            fn(*args)
+            self._settle()
+        except _Stop:
+            pass
+        finally:
+            self._out = []
+        return out
+
+    def _settle(self) -> None:
+        """Run everything the step made due: self-addressed messages, metadata reactions,
+        controller and broker timers, delayed operations."""
+        now = self._now
+        for _ in range(_SETTLE_ROUNDS):
+            while self._loopback:
+                message, ctx = self._loopback.popleft()
+                self._dispatch(self.node_id, message, ctx)
+            self.controller.update_role(self.raft.is_leader, self.raft.epoch)
+            if self._image_dirty:
+                self._image_dirty = False
+                self.replicas.refresh()
+                self.controller.image_changed()
+            self.controller.poll(now)
+            self.lifecycle.poll(now)
+            self.replicas.poll(now)
+            self.replicas.settle()
+            self._expire_forwarded(now)
+            if not self._loopback and not self._image_dirty:
+                return
+
+    def _absorb(self, effects: list[Any]) -> None:
+        """Pass raft/register effects through; route the controller's raft replies; apply
+        committed records to the metadata image."""
+        for effect in effects:
+            if isinstance(effect, Reply) and isinstance(effect.request_id, ControllerAppend):
+                done = self._controller_ops.pop(effect.request_id.seq, None)
+                if done is not None:
+                    done(BrokerError(int(effect.error)))
+                continue
+            self._out.append(effect)
+            if isinstance(effect, Committed):
+                for record in effect.records:
+                    self._on_image_changes(self.image.apply(record))
+            elif isinstance(effect, Fatal):
+                self._failed = effect.reason
+                raise _Stop
+
+    def _on_image_changes(self, changes: list[ImageChange]) -> None:
+        if not changes:
+            return
+        self._image_dirty = True
+        for change in changes:
+            if isinstance(change, PartitionChange):
+                old, new = change.old, change.new
+                if old is None or (old.leader, old.leader_epoch) != (new.leader, new.leader_epoch):
+                    data = partition_leader_event(self.node_id, self._now, change.tp, new.leader_epoch, new.leader)
+                    self._out.append(Event(data))
+
+    def _controller_append(self, records: tuple[MetadataRecord, ...], done: Callable[[BrokerError], None]) -> None:
+        self._op_seq += 1
+        self._controller_ops[self._op_seq] = done
+        request_id = ControllerAppend(self._op_seq)
+        self._absorb(self.kv.translate(self.raft.append(self._now, encode_metadata(records), request_id)))
+
+    def _expire_forwarded(self, now: int) -> None:
+        for correlation in [c for c, (_, _, deadline) in self._forwarded.items() if now >= deadline]:
+            request_id, request, _ = self._forwarded.pop(correlation)
+            topics = tuple(
+                CreatedTopic(t.name, BrokerError.REQUEST_TIMED_OUT, "no answer from the controller")
+                for t in request.topics
+            )
+            self.emit(ClientResponse(request_id, CreateTopicsResponse(topics, request.correlation)))
+
+    # ------------------------------------------------------------------ messages
+
+    def _dispatch(self, src: int, message: Any, ctx: Any) -> None:
+        if isinstance(message, RAFT_MESSAGES):
+            self._absorb(self.kv.handle(self._now, src, message, ctx))
+        elif isinstance(message, FetchRecordsRequest):
+            self.replicas.fetch_messages(message, lambda response: self.send(src, response, ctx))
+        elif isinstance(message, FetchRecordsResponse):
+            self.replicas.fetcher.on_response(src, message)
+        elif isinstance(message, BrokerHeartbeatRequest):
+            self.controller.on_heartbeat(src, message, ctx)
+        elif isinstance(message, BrokerHeartbeatResponse):
+            self.lifecycle.on_heartbeat_response(message)
+        elif isinstance(message, BrokerRegistrationRequest):
+            self.controller.on_registration(src, message, ctx)
+        elif isinstance(message, BrokerRegistrationResponse):
+            self.lifecycle.on_registration_response(message)
+        elif isinstance(message, AlterPartitionRequest):
+            self.controller.on_alter_partition(src, message, ctx)
+        elif isinstance(message, AlterPartitionResponse):
+            self.replicas.on_alter_partition_response(message)
+        elif isinstance(message, CreateTopicsRequest):
+            self.controller.on_create_topics(message, lambda response: self.send(src, response, ctx))
+        elif isinstance(message, CreateTopicsResponse):
+            self._on_forwarded_answer(message)
+        else:
+            raise TypeError(f"not a quorum or broker message: {type(message).__name__}")
+
+    def _on_forwarded_answer(self, response: CreateTopicsResponse) -> None:
+        entry = self._forwarded.pop(response.correlation, None)
+        if entry is None:
+            return
+        request_id, request, _ = entry
+        self.emit(ClientResponse(request_id, replace(response, correlation=request.correlation)))
+
+    # ------------------------------------------------------------------ metadata
+
+    def _metadata(self, request: MetadataRequest) -> MetadataResponse:
+        image = self.image
+        brokers = tuple(BrokerInfo(b, reg.host, reg.port) for b, reg in sorted(image.brokers.items()) if not reg.fenced)
+        names = sorted(image.topics) if request.topics is None else list(request.topics)
+        topics = []
+        for name in names:
+            topic = image.topics.get(name)
+            if topic is None:
+                topics.append(TopicMetadata(BrokerError.UNKNOWN_TOPIC_OR_PARTITION, name, None, ()))
+                continue
+            parts = []
+            for index in sorted(topic.partitions):
+                s = topic.partitions[index]
+                error = BrokerError.LEADER_NOT_AVAILABLE if s.leader is None else BrokerError.NONE
+                offline = tuple(r for r in s.replicas if not image.is_eligible(r))
+                parts.append(PartitionMetadata(error, index, s.leader, s.leader_epoch, s.replicas, s.isr, offline))
+            topics.append(TopicMetadata(BrokerError.NONE, name, topic.topic_id, tuple(parts)))
+        return MetadataResponse(brokers, self.controller_id(), tuple(topics))

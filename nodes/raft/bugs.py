@@ -1,0 +1,31 @@
+"""Seeded bug names (DESIGN.md "Seeded bugs") and validation of a node's ``bugs`` set.
+
+Each name turns on one known-wrong behaviour. The raft core reacts to the raft ones, the register
+state machine to ``stale-read``; the broker bugs are accepted here (a node gets the whole ``--bug``
+list) and ignored by this package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+FORGET_VOTE = "forget-vote"
+RESTART_AS_LEADER = "restart-as-leader"
+VOTE_IGNORES_LOG = "vote-ignores-log"
+STALE_READ = "stale-read"
+COMMIT_OLD_EPOCH = "commit-old-epoch"
+LAZY_FLUSH = "lazy-flush"
+
+RAFT_BUGS = frozenset({FORGET_VOTE, RESTART_AS_LEADER, VOTE_IGNORES_LOG, COMMIT_OLD_EPOCH, LAZY_FLUSH})
+KV_BUGS = frozenset({STALE_READ})
+BROKER_BUGS = frozenset({"hw-from-leader", "no-truncate", "stale-leader-produce"})
+ALL_BUGS = RAFT_BUGS | KV_BUGS | BROKER_BUGS
+
+
+def validate_bugs(bugs: Iterable[str]) -> frozenset[str]:
+    """Return ``bugs`` as a frozenset; raise ValueError naming any unknown bug."""
+    result = frozenset(bugs)
+    unknown = sorted(result - ALL_BUGS)
+    if unknown:
+        raise ValueError(f"unknown bug name(s) {unknown}; known: {sorted(ALL_BUGS)}")
+    return result

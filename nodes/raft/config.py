@@ -1,0 +1,54 @@
+"""Quorum timing configuration (Kafka's ``controller.quorum.*`` settings, in milliseconds).
+
+The core's clock (``now``) is in integer nanoseconds; these settings are milliseconds, as in Kafka,
+and are converted with :data:`MS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MS = 1_000_000
+"""Nanoseconds per millisecond."""
+
+ELECTION_BACKOFF_BASE_MS = 100
+"""Unit of the binary exponential election backoff (Kafka's RETRY_BACKOFF_BASE_MS)."""
+
+CHECK_QUORUM_FACTOR = 1.5
+"""A leader resigns if a majority has not fetched within this many fetch timeouts."""
+
+
+@dataclass(frozen=True, slots=True)
+class RaftConfig:
+    """Timing and batching knobs. Defaults follow Kafka except where noted.
+
+    ``request_timeout_ms`` defaults to 1000 (Kafka: 2000) so that a lost Fetch is retried before
+    ``fetch_timeout_ms`` expires; the core has no other way to learn that a message was lost.
+    ``lazy_flush_interval_ms`` is used only with the ``lazy-flush`` bug.
+    """
+
+    election_timeout_ms: int = 1000
+    fetch_timeout_ms: int = 2000
+    election_backoff_max_ms: int = 1000
+    request_timeout_ms: int = 1000
+    retry_backoff_ms: int = 20
+    fetch_max_wait_ms: int = 500
+    fetch_max_records: int = 256
+    pre_vote: bool = False
+    lazy_flush_interval_ms: int = 1000
+
+    def __post_init__(self) -> None:
+        for name in (
+            "election_timeout_ms",
+            "fetch_timeout_ms",
+            "election_backoff_max_ms",
+            "request_timeout_ms",
+            "retry_backoff_ms",
+            "fetch_max_records",
+            "lazy_flush_interval_ms",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"RaftConfig.{name} must be a positive int, got {value!r}")
+        if not isinstance(self.fetch_max_wait_ms, int) or self.fetch_max_wait_ms < 0:
+            raise ValueError(f"RaftConfig.fetch_max_wait_ms must be an int >= 0, got {self.fetch_max_wait_ms!r}")

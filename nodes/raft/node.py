@@ -1,0 +1,901 @@
+"""RaftNode: the sans-IO KRaft-style quorum core (KRAFT.md §1).
+
+The node never touches sockets, clocks, threads or files. Each public method takes ``now`` (the
+driver's clock, **integer nanoseconds**: the simulator's virtual clock or ``time.monotonic_ns()``;
+config values are milliseconds) and returns a list of effects (``effects.py``).
+
+Driver contract:
+
+* Apply effects **in list order**. ``PersistQuorumState`` must be durable before anything after
+  it is acted on (so a vote is on disk before the VoteResponse leaves).
+* ``AppendLog``/``TruncateLog`` change the log (they may stay in a page cache); ``Flush(n)`` asks
+  for fsync, and the driver answers later with ``flushed(now, n)``. A crash loses what was never
+  flushed; on restart build a *new* RaftNode and call ``start(now, quorum_state, recovered_log)``.
+* Timers are poll-style, like ``KafkaRaftClient.poll()``: after every call ask
+  :meth:`RaftNode.next_deadline` and call :meth:`RaftNode.tick` once the clock reaches it
+  (early or extra calls are harmless).
+* ``handle(now, src, message, reply_ctx)``: responses come back as ``Send(src, response,
+  reply_ctx)``, possibly in a later call (a parked Fetch is answered when data arrives or
+  ``max_wait_ms`` expires; a parked Fetch superseded by a newer one from the same replica is
+  dropped unanswered).
+* After a ``Fatal`` effect the node is stopped and returns no more effects.
+
+Inputs: :meth:`~RaftNode.start`, :meth:`~RaftNode.handle`, :meth:`~RaftNode.tick`,
+:meth:`~RaftNode.flushed`, :meth:`~RaftNode.append` (client command, leader only),
+:meth:`~RaftNode.resign` (graceful hand-off before shutdown).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from . import bugs as B
+from .bugs import validate_bugs
+from .config import MS, RaftConfig
+from .effects import (
+    AppendLog,
+    Committed,
+    Effect,
+    Event,
+    Fatal,
+    Flush,
+    PersistQuorumState,
+    Reply,
+    Send,
+    TruncateLog,
+)
+from .errors import Error
+from .events import hw_event, state_event
+from .leader import LeaderState
+from .log import RaftLog
+from .messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    Message,
+    ReplicaState,
+    VoteRequest,
+    VoteResponse,
+)
+from .quorum_state import QuorumState
+from .records import MAX_PAYLOAD, Record, leader_change_payload
+from .state import PERSISTED, Role, Trigger, check_transition, startup_state
+from .timing import binary_exponential_backoff, election_timeout, fetch_timeout, strict_exponential_backoff
+
+
+class _Stop(Exception):
+    """Raised internally after a Fatal effect to abandon the rest of the step."""
+
+
+class RaftNode:
+    """One voter of the quorum.
+
+    ``voters`` is the static voter set: a list of ids or a mapping ``id -> (host, port)`` (only the
+    keys are used; addressing is the driver's job). ``rng`` supplies every random choice; pass a
+    seeded ``random.Random`` for reproducible runs. ``bugs`` turns on seeded bugs (``bugs.py``).
+    Observers (non-voters) are not supported.
+    """
+
+    def __init__(
+        self,
+        node_id: int,
+        voters: Iterable[int] | Mapping[int, Any],
+        config: RaftConfig | None = None,
+        rng: random.Random | None = None,
+        bugs: Iterable[str] = frozenset(),
+    ) -> None:
+        ids = frozenset(int(v) for v in (voters.keys() if isinstance(voters, Mapping) else voters))
+        if node_id not in ids:
+            raise ValueError(f"node {node_id} is not in the voter set {sorted(ids)} (observers are not supported)")
+        self.node_id = node_id
+        self.voters = ids
+        self.config = config or RaftConfig()
+        self.bugs = validate_bugs(bugs)
+        self._rng = rng if rng is not None else random.Random(node_id)
+        self._log = RaftLog()
+        self._started = False
+        self._failed: str | None = None
+        self._now = 0
+        self._out: list[Effect] = []
+        # election state (persisted part: epoch, leader_id, voted_for)
+        self.role = Role.UNATTACHED
+        self.epoch = 0
+        self.leader_id: int | None = None
+        self.voted_for: int | None = None
+        self._last_state: tuple | None = None
+        # high watermark: _hw is this node's monotonic, locally-durable view; _raw_hw is what the
+        # current leader (or our LeaderState) says, reset on every role change
+        self._hw = 0
+        self._raw_hw: int | None = None
+        self._flushed = 0
+        self._flush_inflight: int | None = None
+        # timers (ns); None = not armed
+        self._election_at: int | None = None
+        self._backoff_at: int | None = None
+        self._fetch_deadline: int | None = None
+        self._fetch_timeout_at: int | None = None
+        self._fetch_retry_at: int | None = None
+        self._bqe_at: int | None = None
+        self._eqe_at: int | None = None
+        self._lazy_flush_at: int | None = None
+        # candidate / prospective
+        self._retries = 0
+        self._granted: set[int] = set()
+        self._rejected: set[int] = set()
+        # follower
+        self._fetch_inflight = False
+        self._has_fetched = False
+        # leader
+        self._leader: LeaderState | None = None
+        self._parked: dict[int, tuple[FetchRequest, Any, int]] = {}
+        self._pending: dict[int, Any] = {}
+        # resigned
+        self._preferred: tuple[int, ...] = ()
+        self._eqe_unacked: set[int] = set()
+
+    # ------------------------------------------------------------------ public inputs
+
+    def start(self, now: int, persisted: QuorumState | None = None, log: Iterable[Record] = ()) -> list[Effect]:
+        """Begin (or resume after a restart) from the durable quorum state and the recovered log.
+
+        ``log`` must be what is on disk after recovery (contiguous from offset 0); all of it counts
+        as flushed. Applies the §1.3 start-up rules: a former leader restarts Resigned, a node that
+        voted keeps its vote, and so on. Emits a PersistQuorumState (Kafka rewrites the file) and
+        a state event.
+        """
+        if self._started:
+            raise RuntimeError("start() may be called once; make a new RaftNode to restart")
+        self._started = True
+        records = list(log)
+        return self._run(now, self._on_start, persisted, records)
+
+    def handle(self, now: int, src: int, message: Message, reply_ctx: Any = None) -> list[Effect]:
+        """A message from node ``src``. Responses to it are ``Send(src, response, reply_ctx)``."""
+        return self._run(now, self._on_message, src, message, reply_ctx)
+
+    def tick(self, now: int) -> list[Effect]:
+        """Fire every timer due at ``now``."""
+        return self._run(now, lambda: None)
+
+    def flushed(self, now: int, offset: int) -> list[Effect]:
+        """The driver finished a Flush: records below ``offset`` are durable."""
+        return self._run(now, self._on_flushed, offset)
+
+    def append(self, now: int, payload: bytes, request_id: Any) -> list[Effect]:
+        """Leader only: append a client command. A Reply for ``request_id`` follows (maybe later)."""
+        if not isinstance(payload, bytes | bytearray):
+            raise TypeError(f"payload must be bytes, got {type(payload).__name__}")
+        if len(payload) > MAX_PAYLOAD:
+            raise ValueError(f"payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
+        return self._run(now, self._on_append, bytes(payload), request_id)
+
+    def resign(self, now: int) -> list[Effect]:
+        """Graceful hand-off: a leader becomes Resigned and sends EndQuorumEpoch naming its
+        preferred successors (other voters by replicated offset). No-op for non-leaders."""
+        return self._run(now, self._on_resign)
+
+    def next_deadline(self) -> int | None:
+        """Earliest time (ns) at which :meth:`tick` has work, or None."""
+        if self._failed is not None or not self._started:
+            return None
+        times = [self._lazy_flush_at]
+        role = self.role
+        if role in (Role.UNATTACHED, Role.VOTED, Role.PROSPECTIVE):
+            times.append(self._election_at)
+        elif role is Role.CANDIDATE:
+            times += [self._election_at, self._backoff_at]
+        elif role is Role.FOLLOWER:
+            times.append(self._fetch_deadline)
+            times.append(self._fetch_timeout_at if self._fetch_inflight else self._fetch_retry_at)
+        elif role is Role.LEADER and self._leader is not None:
+            times.append(self._leader.check_quorum_deadline(self.config))
+            times.append(self._bqe_at)
+            times += [deadline for _, _, deadline in self._parked.values()]
+        elif role is Role.RESIGNED:
+            times += [self._election_at, self._eqe_at]
+        present = [t for t in times if t is not None]
+        return min(present) if present else None
+
+    # ------------------------------------------------------------------ read-only views
+
+    @property
+    def high_watermark(self) -> int:
+        """This node's committed prefix length (monotonic; 0 right after a restart)."""
+        return self._hw
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log.end_offset
+
+    @property
+    def last_log_epoch(self) -> int:
+        return self._log.last_epoch
+
+    @property
+    def flushed_offset(self) -> int:
+        return min(self._flushed, self._log.end_offset)
+
+    @property
+    def failed(self) -> str | None:
+        """The Fatal reason once the node has stopped, else None."""
+        return self._failed
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role is Role.LEADER
+
+    def log_records(self, start: int = 0, end: int | None = None) -> tuple[Record, ...]:
+        return self._log.records(start, end)
+
+    def status(self) -> dict[str, Any]:
+        """A JSON-able snapshot for admin endpoints and debugging."""
+        return {
+            "node": self.node_id,
+            "role": self.role.value,
+            "epoch": self.epoch,
+            "leader": self.leader_id,
+            "voted_for": self.voted_for,
+            "high_watermark": self._hw,
+            "log_end_offset": self._log.end_offset,
+            "flushed_offset": self.flushed_offset,
+            "failed": self._failed,
+        }
+
+    # ------------------------------------------------------------------ step plumbing
+
+    def _run(self, now: int, fn: Callable[..., None], *args: Any) -> list[Effect]:
+        if self._failed is not None:
+            return []
+        if not self._started:
+            raise RuntimeError("call start() before any other input")
+        self._now = now
+        out: list[Effect] = []
+        self._out = out
+        try:
+            fn(*args)
+            self._poll_timers()
+        except _Stop:
+            pass
+        finally:
+            self._out = []
+        return out
+
+    def _emit(self, effect: Effect) -> None:
+        self._out.append(effect)
+
+    def _send(self, dst: int, message: Message, reply_ctx: Any = None) -> None:
+        self._out.append(Send(dst, message, reply_ctx))
+
+    def _fatal(self, reason: str) -> None:
+        self._failed = reason
+        self._out.append(Fatal(reason))
+        raise _Stop
+
+    def _others(self) -> list[int]:
+        return sorted(v for v in self.voters if v != self.node_id)
+
+    def _is_majority(self, ids: set[int]) -> bool:
+        return len(ids & self.voters) > len(self.voters) // 2
+
+    def _cannot_win(self) -> bool:
+        """Enough rejections that the granted set can no longer reach a majority."""
+        return len(self.voters) - len(self._rejected & self.voters) <= len(self.voters) // 2
+
+    def _timeout(self) -> int:
+        return self._now + election_timeout(self.config, self._rng)
+
+    @property
+    def _lazy(self) -> bool:
+        return B.LAZY_FLUSH in self.bugs
+
+    def _durable_end(self) -> int:
+        """End offset this node may acknowledge: flushed, or everything with ``lazy-flush``."""
+        leo = self._log.end_offset
+        return leo if self._lazy else min(self._flushed, leo)
+
+    # ------------------------------------------------------------------ state changes
+
+    def _persist(self, epoch: int, leader: int | None, voted: int | None) -> None:
+        if B.FORGET_VOTE in self.bugs:
+            voted = None  # the bug: the vote lives only in memory
+        self._emit(PersistQuorumState(QuorumState(epoch, leader, voted)))
+
+    def _display_role(self) -> Role:
+        # a prospective is reported as the role it will fall back to: nothing durable changed
+        return self._fallback_role() if self.role is Role.PROSPECTIVE else self.role
+
+    def _fallback_role(self) -> Role:
+        if self.leader_id == self.node_id:
+            return Role.RESIGNED
+        if self.leader_id is not None:
+            return Role.FOLLOWER
+        if self.voted_for is not None:
+            return Role.VOTED
+        return Role.UNATTACHED
+
+    def _emit_state(self, force: bool = False) -> None:
+        key = (self.epoch, self._display_role(), self.leader_id, self.voted_for)
+        if force or key != self._last_state:
+            self._last_state = key
+            self._emit(
+                Event(state_event(self.node_id, self._now, self.epoch, key[1].value, self.leader_id, self.voted_for))
+            )
+
+    def _switch(self, trigger: Trigger, role: Role, epoch: int, leader: int | None, voted: int | None) -> None:
+        """Table-checked role change: persist first, then change memory, then report."""
+        check_transition(self.role, trigger, role, self.config.pre_vote)
+        if PERSISTED[role]:
+            self._persist(epoch, leader, voted)
+        was_leader = self.role is Role.LEADER
+        parked = list(self._parked.items()) if was_leader else []
+        pending = sorted(self._pending.items()) if was_leader else []
+        self._election_at = self._backoff_at = None
+        self._fetch_deadline = self._fetch_timeout_at = self._fetch_retry_at = None
+        self._fetch_inflight = False
+        self._bqe_at = self._eqe_at = None
+        self._leader = None
+        self._parked = {}
+        self._pending = {}
+        self._eqe_unacked = set()
+        self._raw_hw = None
+        self.role, self.epoch, self.leader_id, self.voted_for = role, epoch, leader, voted
+        self._emit_state()
+        hint = leader if leader != self.node_id else None
+        for _, request_id in pending:
+            # appended but not committed: it may still commit under the next leader
+            self._emit(Reply(request_id, Error.REQUEST_TIMED_OUT, None, hint))
+        for replica, (_, ctx, _) in parked:
+            self._send(replica, self._fetch_error(Error.NOT_LEADER_OR_FOLLOWER), ctx)
+
+    def _to_unattached(self, trigger: Trigger, epoch: int) -> None:
+        keep = self.role in (Role.UNATTACHED, Role.VOTED, Role.CANDIDATE, Role.PROSPECTIVE)
+        remaining = self._election_at if keep else None
+        self._switch(trigger, Role.UNATTACHED, epoch, None, None)
+        self._retries = 0
+        self._election_at = remaining if remaining is not None else self._timeout()
+
+    def _to_voted(self, trigger: Trigger, candidate: int) -> None:
+        self._switch(trigger, Role.VOTED, self.epoch, None, candidate)
+        self._retries = 0
+        self._election_at = self._timeout()  # granting a vote resets the election timer
+
+    def _to_follower(self, trigger: Trigger, epoch: int, leader: int) -> None:
+        voted = self.voted_for if epoch == self.epoch else None
+        self._switch(trigger, Role.FOLLOWER, epoch, leader, voted)
+        self._retries = 0
+        self._has_fetched = False
+        self._fetch_deadline = self._now + fetch_timeout(self.config, self._rng)
+        self._maybe_fetch()
+
+    def _to_candidate(self, trigger: Trigger) -> None:
+        self._switch(trigger, Role.CANDIDATE, self.epoch + 1, None, self.node_id)
+        self._retries += 1
+        self._start_vote_round()
+
+    def _start_vote_round(self) -> None:
+        self._granted, self._rejected = {self.node_id}, set()
+        self._backoff_at = None
+        self._election_at = self._timeout()
+        if self._is_majority(self._granted):
+            self._to_leader()
+            return
+        request = VoteRequest(self.epoch, self.node_id, self._log.last_epoch, self._log.end_offset)
+        for voter in self._others():
+            self._send(voter, request)
+
+    def _to_prospective(self, trigger: Trigger) -> None:
+        self._switch(trigger, Role.PROSPECTIVE, self.epoch, self.leader_id, self.voted_for)
+        self._granted, self._rejected = {self.node_id}, set()
+        self._election_at = self._timeout()
+        if self._is_majority(self._granted):
+            self._to_candidate(Trigger.PREVOTE_WON)
+            return
+        request = VoteRequest(self.epoch, self.node_id, self._log.last_epoch, self._log.end_offset, pre_vote=True)
+        for voter in self._others():
+            self._send(voter, request)
+
+    def _stand(self, trigger: Trigger) -> None:
+        """Start an election: through pre-vote when enabled."""
+        if self.config.pre_vote:
+            self._to_prospective(trigger)
+        else:
+            self._to_candidate(trigger)
+
+    def _prevote_lost(self) -> None:
+        target = self._fallback_role()
+        if target is Role.FOLLOWER:
+            assert self.leader_id is not None
+            self._to_follower(Trigger.PREVOTE_LOST, self.epoch, self.leader_id)
+            return
+        self._switch(Trigger.PREVOTE_LOST, target, self.epoch, self.leader_id, self.voted_for)
+        self._election_at = self._timeout()
+
+    def _to_leader(self) -> None:
+        self._switch(Trigger.ELECTION_WON, Role.LEADER, self.epoch, self.node_id, self.voted_for)
+        self._retries = 0
+        self._begin_leadership()
+
+    def _begin_leadership(self) -> None:
+        start = self._log.end_offset
+        self._leader = LeaderState(
+            self.epoch,
+            self.node_id,
+            self.voters,
+            start,
+            self._now,
+            require_current_epoch=B.COMMIT_OLD_EPOCH not in self.bugs,
+        )
+        self._leader.update_local(self._durable_end())
+        payload = leader_change_payload(self.node_id, self.epoch, self.voters)
+        self._append_local(Record(start, self.epoch, payload, control=True))
+        self._send_begin_quorum_epoch()
+
+    def _to_resigned(self, trigger: Trigger, preferred: tuple[int, ...]) -> None:
+        self._switch(trigger, Role.RESIGNED, self.epoch, self.node_id, self.voted_for)
+        self._enter_resigned(preferred)
+
+    def _enter_resigned(self, preferred: tuple[int, ...]) -> None:
+        self._preferred = preferred
+        self._eqe_unacked = set(self._others())
+        self._send_end_quorum_epoch()
+        self._election_at = self._timeout()
+
+    # ------------------------------------------------------------------ start-up
+
+    def _on_start(self, persisted: QuorumState | None, records: list[Record]) -> None:
+        self._log = RaftLog(records)
+        self._flushed = self._log.end_offset
+        if self._lazy:
+            self._lazy_flush_at = self._now + self.config.lazy_flush_interval_ms * MS
+        s = startup_state(persisted, self._log.last_epoch, self.node_id, self.voters)
+        self.epoch, self.leader_id, self.voted_for = s.epoch, s.leader_id, s.voted_for
+        if s.role is Role.RESIGNED and B.RESTART_AS_LEADER in self.bugs:
+            # the bug (KAFKA-10527): resume leading the old epoch after a restart
+            self.role = Role.LEADER
+            self._persist(self.epoch, self.node_id, self.voted_for)
+            self._emit_state(force=True)
+            self._begin_leadership()
+            return
+        self.role = s.role
+        persisted_leader = s.leader_id
+        self._persist(self.epoch, persisted_leader, self.voted_for)
+        self._emit_state(force=True)
+        if s.role is Role.CANDIDATE:
+            self._retries = 1
+            self._start_vote_round()
+        elif s.role is Role.FOLLOWER:
+            self._has_fetched = False
+            self._fetch_deadline = self._now + fetch_timeout(self.config, self._rng)
+            self._maybe_fetch()
+        elif s.role is Role.RESIGNED:
+            self._enter_resigned(())
+        else:
+            self._election_at = self._timeout()
+
+    # ------------------------------------------------------------------ timers
+
+    def _due(self, t: int | None) -> bool:
+        return t is not None and self._now >= t
+
+    def _poll_timers(self) -> None:
+        if self._lazy and self._due(self._lazy_flush_at):
+            self._lazy_flush_at = self._now + self.config.lazy_flush_interval_ms * MS
+            if self._flush_inflight is None and self._flushed < self._log.end_offset:
+                self._flush_inflight = self._log.end_offset
+                self._emit(Flush(self._log.end_offset))
+        for _ in range(64):
+            if not self._fire_one_timer():
+                return
+
+    def _fire_one_timer(self) -> bool:
+        role = self.role
+        if role in (Role.UNATTACHED, Role.VOTED, Role.RESIGNED) and self._due(self._election_at):
+            self._stand(Trigger.ELECTION_TIMEOUT)
+            return True
+        if role is Role.PROSPECTIVE and self._due(self._election_at):
+            self._prevote_lost()
+            return True
+        if role is Role.CANDIDATE:
+            if self._due(self._election_at):
+                self._start_backoff()
+                return True
+            if self._due(self._backoff_at):
+                self._backoff_at = None
+                self._stand(Trigger.BACKOFF_EXPIRED)
+                return True
+        if role is Role.FOLLOWER:
+            if self._due(self._fetch_deadline):
+                self._stand(Trigger.FETCH_TIMEOUT)
+                return True
+            if self._fetch_inflight and self._due(self._fetch_timeout_at):
+                self._fetch_inflight = False  # the request or its response was lost: send again
+                self._fetch_timeout_at = None
+                self._maybe_fetch()
+                return True
+            if not self._fetch_inflight and self._due(self._fetch_retry_at):
+                self._fetch_retry_at = None
+                self._maybe_fetch()
+                return True
+        if role is Role.LEADER and self._leader is not None:
+            if self._due(self._leader.check_quorum_deadline(self.config)):
+                self._to_resigned(Trigger.CHECK_QUORUM_FAILED, ())
+                return True
+            if self._due(self._bqe_at):
+                self._send_begin_quorum_epoch()
+                return True
+            expired = [r for r, (_, _, deadline) in self._parked.items() if self._now >= deadline]
+            for replica in expired:
+                request, ctx, _ = self._parked.pop(replica)
+                self._send(replica, self._fetch_answer(request), ctx)
+            if expired:
+                return True
+        if role is Role.RESIGNED and self._due(self._eqe_at):
+            self._send_end_quorum_epoch()
+            return True
+        return False
+
+    def _start_backoff(self) -> None:
+        """A candidate that timed out or lost waits a random, growing delay before standing again."""
+        self._election_at = None
+        if self._backoff_at is None:
+            self._backoff_at = self._now + binary_exponential_backoff(self.config, self._rng, self._retries)
+
+    def _send_begin_quorum_epoch(self) -> None:
+        request = BeginQuorumEpochRequest(self.epoch, self.node_id)
+        for voter in self._others():
+            self._send(voter, request)
+        self._bqe_at = self._now + self.config.fetch_timeout_ms * MS // 2
+
+    def _send_end_quorum_epoch(self) -> None:
+        request = EndQuorumEpochRequest(self.epoch, self.node_id, self._preferred)
+        for voter in sorted(self._eqe_unacked):
+            self._send(voter, request)
+        self._eqe_at = self._now + self.config.request_timeout_ms * MS if self._eqe_unacked else None
+
+    # ------------------------------------------------------------------ messages
+
+    def _on_message(self, src: int, message: Message, ctx: Any) -> None:
+        handler = self._HANDLERS.get(type(message))
+        if handler is None:
+            raise TypeError(f"not a quorum message: {type(message).__name__}")
+        handler(self, src, message, ctx)
+
+    def _observe(self, epoch: int, leader: int | None) -> None:
+        """Common epoch/leader handling for responses and the leader-sent requests (§1.4 rows 1-4)."""
+        if leader is not None and leader not in self.voters:
+            leader = None
+        if epoch > self.epoch:
+            if leader is not None and leader != self.node_id:
+                self._to_follower(Trigger.HIGHER_EPOCH_WITH_LEADER, epoch, leader)
+            else:
+                self._to_unattached(Trigger.HIGHER_EPOCH, epoch)
+            return
+        if epoch != self.epoch or leader is None or leader == self.node_id:
+            return
+        if self.leader_id is None:
+            self._to_follower(Trigger.LEADER_DISCOVERED, epoch, leader)
+        elif leader != self.leader_id:
+            self._fatal(f"two leaders in epoch {epoch}: n{self.leader_id} and n{leader}")
+
+    # -- Vote
+
+    def _on_vote_request(self, src: int, m: VoteRequest, ctx: Any) -> None:
+        def answer(error: Error, granted: bool) -> None:
+            self._send(src, VoteResponse(error, self.epoch, self.leader_id, granted, m.pre_vote), ctx)
+
+        if m.epoch < self.epoch:
+            answer(Error.FENCED_LEADER_EPOCH, False)
+            return
+        bad_epoch = m.last_epoch > m.epoch if m.pre_vote else m.last_epoch >= m.epoch
+        if m.candidate_id not in self.voters or m.last_offset < 0 or m.last_epoch < 0 or bad_epoch:
+            answer(Error.INVALID_REQUEST, False)
+            return
+        if m.epoch > self.epoch:
+            self._to_unattached(Trigger.HIGHER_EPOCH, m.epoch)
+        if m.candidate_id == self.node_id:
+            answer(Error.NONE, False)
+            return
+        if m.pre_vote:
+            answer(Error.NONE, self._may_grant_pre_vote(m))
+            return
+        granted = self._may_grant_vote(m)
+        if granted:
+            if self.voted_for != m.candidate_id:
+                self._to_voted(Trigger.VOTE_GRANTED, m.candidate_id)  # persisted before the answer
+            else:
+                self._election_at = self._timeout()
+        answer(Error.NONE, granted)
+
+    def _log_is_up_to_date(self, m: VoteRequest) -> bool:
+        if B.VOTE_IGNORES_LOG in self.bugs:
+            return True
+        return (m.last_epoch, m.last_offset) >= (self._log.last_epoch, self._log.end_offset)
+
+    def _may_grant_vote(self, m: VoteRequest) -> bool:
+        if self.role not in (Role.UNATTACHED, Role.VOTED, Role.PROSPECTIVE):
+            return False  # leader, candidate (voted for itself), follower, resigned
+        if self.voted_for is not None:
+            return self.voted_for == m.candidate_id  # at most one vote per epoch
+        if self.leader_id is not None:
+            return False
+        return self._log_is_up_to_date(m)
+
+    def _may_grant_pre_vote(self, m: VoteRequest) -> bool:
+        if self.role in (Role.UNATTACHED, Role.VOTED, Role.PROSPECTIVE):
+            return self._log_is_up_to_date(m)
+        if self.role is Role.FOLLOWER:
+            return not self._has_fetched and self._log_is_up_to_date(m)
+        return False
+
+    def _on_vote_response(self, src: int, m: VoteResponse, ctx: Any) -> None:
+        self._observe(m.epoch, m.leader_id)
+        if m.epoch != self.epoch or m.error is not Error.NONE or src not in self.voters:
+            return
+        if m.pre_vote and self.role is Role.PROSPECTIVE:
+            (self._granted if m.vote_granted else self._rejected).add(src)
+            if self._is_majority(self._granted):
+                self._to_candidate(Trigger.PREVOTE_WON)
+            elif self._cannot_win():
+                self._prevote_lost()
+        elif not m.pre_vote and self.role is Role.CANDIDATE:
+            (self._granted if m.vote_granted else self._rejected).add(src)
+            if self._is_majority(self._granted):
+                self._to_leader()
+            elif self._cannot_win():
+                self._start_backoff()
+
+    # -- BeginQuorumEpoch / EndQuorumEpoch
+
+    def _on_begin_quorum_epoch(self, src: int, m: BeginQuorumEpochRequest, ctx: Any) -> None:
+        if m.epoch >= self.epoch:
+            self._observe(m.epoch, m.leader_id)
+            if self.role is Role.PROSPECTIVE and self.leader_id == m.leader_id == src:
+                # the leader we timed out on is alive after all (only its own heartbeat proves it)
+                self._to_follower(Trigger.LEADER_DISCOVERED, m.epoch, m.leader_id)
+        error = Error.FENCED_LEADER_EPOCH if m.epoch < self.epoch else Error.NONE
+        self._send(src, BeginQuorumEpochResponse(error, self.epoch, self.leader_id), ctx)
+
+    def _on_begin_quorum_epoch_response(self, src: int, m: BeginQuorumEpochResponse, ctx: Any) -> None:
+        self._observe(m.epoch, m.leader_id)
+
+    def _on_end_quorum_epoch(self, src: int, m: EndQuorumEpochRequest, ctx: Any) -> None:
+        if m.epoch < self.epoch:
+            self._send(src, EndQuorumEpochResponse(Error.FENCED_LEADER_EPOCH, self.epoch, self.leader_id), ctx)
+            return
+        self._observe(m.epoch, m.leader_id)
+        if self.role is Role.FOLLOWER and self.leader_id == m.leader_id and m.epoch == self.epoch:
+            delay = strict_exponential_backoff(self.config, self.node_id, m.preferred_successors)
+            self._fetch_deadline = min(self._fetch_deadline or self._now + delay, self._now + delay)
+        self._send(src, EndQuorumEpochResponse(Error.NONE, self.epoch, self.leader_id), ctx)
+
+    def _on_end_quorum_epoch_response(self, src: int, m: EndQuorumEpochResponse, ctx: Any) -> None:
+        self._observe(m.epoch, m.leader_id)
+        if self.role is Role.RESIGNED and m.epoch == self.epoch and m.error is Error.NONE:
+            self._eqe_unacked.discard(src)
+            if not self._eqe_unacked:
+                self._eqe_at = None
+
+    # -- Fetch (leader side)
+
+    def _fetch_error(self, error: Error) -> FetchResponse:
+        hw = self._leader.high_watermark if self._leader is not None else None
+        return FetchResponse(error, self.epoch, self.leader_id, hw)
+
+    def _fetch_answer(self, m: FetchRequest) -> FetchResponse:
+        assert self._leader is not None
+        records = self._log.slice(m.fetch_offset, self.config.fetch_max_records)
+        return FetchResponse(Error.NONE, self.epoch, self.node_id, self._leader.high_watermark, records)
+
+    def _on_fetch_request(self, src: int, m: FetchRequest, ctx: Any) -> None:
+        if m.epoch < self.epoch:
+            error = Error.FENCED_LEADER_EPOCH
+        elif m.epoch > self.epoch:
+            error = Error.UNKNOWN_LEADER_EPOCH
+        elif self.role is not Role.LEADER or self._leader is None:
+            error = Error.NOT_LEADER_OR_FOLLOWER
+        elif m.fetch_offset < 0 or m.last_fetched_epoch < 0 or m.max_wait_ms < 0:
+            error = Error.INVALID_REQUEST
+        else:
+            error = Error.NONE
+        if error is not Error.NONE:
+            self._send(src, self._fetch_error(error), ctx)
+            return
+        leader = self._leader
+        replica = m.replica_id
+        leader.record_fetch(replica, self._now)
+        self._parked.pop(replica, None)  # a newer fetch supersedes a parked one (dropped unanswered)
+        epoch, end = self._log.end_offset_for_epoch(m.last_fetched_epoch)
+        if epoch != m.last_fetched_epoch or end < m.fetch_offset:
+            self._send(
+                src,
+                FetchResponse(Error.NONE, self.epoch, self.node_id, leader.high_watermark, (), epoch, end),
+                ctx,
+            )
+            return
+        rose = leader.update_replica(replica, m.fetch_offset)
+        if rose:
+            self._leader_hw_rose()
+        answer = self._fetch_answer(m)
+        if answer.records or m.max_wait_ms == 0 or rose:
+            self._send(src, answer, ctx)
+        else:
+            self._parked[replica] = (m, ctx, self._now + m.max_wait_ms * MS)
+
+    def _complete_parked(self) -> None:
+        parked, self._parked = self._parked, {}
+        for replica, (request, ctx, _) in sorted(parked.items()):
+            self._send(replica, self._fetch_answer(request), ctx)
+
+    def _leader_hw_rose(self) -> None:
+        self._refresh_hw()
+        self._complete_parked()  # followers learn the new high watermark promptly
+
+    # -- Fetch (follower side)
+
+    def _maybe_fetch(self) -> None:
+        if self.role is not Role.FOLLOWER or self._fetch_inflight or self.leader_id is None:
+            return
+        if self._fetch_retry_at is not None and self._now < self._fetch_retry_at:
+            return
+        self._fetch_retry_at = None
+        if self._durable_end() < self._log.end_offset:
+            self._request_flush()  # voters flush before their next Fetch; flushed() resumes
+            return
+        request = FetchRequest(
+            self.epoch, self.node_id, self._log.end_offset, self._log.last_epoch, self.config.fetch_max_wait_ms
+        )
+        self._send(self.leader_id, request)
+        self._fetch_inflight = True
+        self._fetch_timeout_at = self._now + self.config.request_timeout_ms * MS
+
+    def _on_fetch_response(self, src: int, m: FetchResponse, ctx: Any) -> None:
+        self._observe(m.epoch, m.leader_id)
+        if self.role is not Role.FOLLOWER or m.epoch != self.epoch or src != self.leader_id:
+            return
+        self._fetch_inflight = False
+        self._fetch_timeout_at = None
+        if m.error is not Error.NONE:
+            self._fetch_retry_at = self._now + self.config.retry_backoff_ms * MS
+            return
+        self._fetch_deadline = self._now + fetch_timeout(self.config, self._rng)
+        self._has_fetched = True
+        if m.diverging_epoch is not None and m.diverging_end_offset is not None:
+            self._truncate_divergent(m.diverging_epoch, m.diverging_end_offset)
+        elif m.records:
+            self._append_fetched(m.records, m.epoch)
+        if m.high_watermark is not None:
+            self._raw_hw = m.high_watermark if self._raw_hw is None else max(self._raw_hw, m.high_watermark)
+            self._refresh_hw()
+        self._maybe_fetch()
+
+    def _truncate_divergent(self, diverging_epoch: int, diverging_end: int) -> None:
+        _, local_end = self._log.end_offset_for_epoch(diverging_epoch)
+        target = min(local_end, diverging_end)
+        if target >= self._log.end_offset:
+            return
+        if target < self._hw:
+            self._fatal(f"asked to truncate to {target}, below the high watermark {self._hw} (KAFKA-12460)")
+        self._truncate(target)
+
+    def _truncate(self, offset: int) -> None:
+        self._log.truncate(offset)
+        self._flushed = min(self._flushed, offset)
+        if self._flush_inflight is not None:
+            self._flush_inflight = min(self._flush_inflight, offset)  # that flush can't cover new data
+        self._emit(TruncateLog(offset))
+
+    def _append_fetched(self, records: tuple[Record, ...], epoch: int) -> None:
+        accepted: list[Record] = []
+        expected, last_epoch = self._log.end_offset, self._log.last_epoch
+        for record in records:
+            if record.offset != expected or record.epoch < last_epoch or record.epoch > epoch:
+                break  # stale or malformed chunk: keep the valid prefix, refetch the rest
+            accepted.append(record)
+            expected, last_epoch = expected + 1, record.epoch
+        if not accepted:
+            return
+        for record in accepted:
+            self._log.append(record)
+        self._emit(AppendLog(tuple(accepted)))
+        self._request_flush()
+
+    # -- DescribeQuorum
+
+    def _on_describe_quorum(self, src: int, m: DescribeQuorumRequest, ctx: Any) -> None:
+        leader = self._leader
+        if self.role is not Role.LEADER or leader is None:
+            self._send(src, DescribeQuorumResponse(Error.NOT_LEADER_OR_FOLLOWER, self.epoch, self.leader_id, None), ctx)
+            return
+        voters = tuple(
+            ReplicaState(
+                v,
+                self._log.end_offset if v == self.node_id else leader.end_offsets[v],
+                self._now if v == self.node_id else leader.last_fetch.get(v),
+            )
+            for v in leader.voters
+        )
+        self._send(
+            src, DescribeQuorumResponse(Error.NONE, self.epoch, self.node_id, leader.high_watermark, voters), ctx
+        )
+
+    def _on_ignored(self, src: int, m: Message, ctx: Any) -> None:
+        """Nodes never ask DescribeQuorum of each other; a stray response changes nothing."""
+
+    _HANDLERS: dict[type, Callable[..., None]] = {
+        VoteRequest: _on_vote_request,
+        VoteResponse: _on_vote_response,
+        BeginQuorumEpochRequest: _on_begin_quorum_epoch,
+        BeginQuorumEpochResponse: _on_begin_quorum_epoch_response,
+        EndQuorumEpochRequest: _on_end_quorum_epoch,
+        EndQuorumEpochResponse: _on_end_quorum_epoch_response,
+        FetchRequest: _on_fetch_request,
+        FetchResponse: _on_fetch_response,
+        DescribeQuorumRequest: _on_describe_quorum,
+        DescribeQuorumResponse: _on_ignored,
+    }
+
+    # ------------------------------------------------------------------ appends, flushes, HW
+
+    def _request_flush(self) -> None:
+        if self._lazy or self._flush_inflight is not None:
+            return  # lazy: flushed on a timer; else flushed() will ask again for the rest
+        leo = self._log.end_offset
+        if self._flushed < leo:
+            self._flush_inflight = leo
+            self._emit(Flush(leo))
+
+    def _append_local(self, record: Record) -> None:
+        """Leader append: write, flush, and let parked fetches see the new record."""
+        self._log.append(record)
+        self._emit(AppendLog((record,)))
+        if self._lazy and self._leader is not None and self._leader.update_local(self._log.end_offset):
+            self._refresh_hw()
+        self._request_flush()
+        self._complete_parked()
+
+    def _on_append(self, payload: bytes, request_id: Any) -> None:
+        if self.role is not Role.LEADER:
+            hint = self.leader_id if self.leader_id != self.node_id else None
+            self._emit(Reply(request_id, Error.NOT_LEADER_OR_FOLLOWER, None, hint))
+            return
+        offset = self._log.end_offset
+        self._pending[offset] = request_id
+        self._append_local(Record(offset, self.epoch, payload))
+
+    def _on_flushed(self, offset: int) -> None:
+        if self._flush_inflight is not None:
+            offset = min(offset, self._flush_inflight)
+            self._flush_inflight = None
+        offset = min(offset, self._log.end_offset)
+        if offset > self._flushed:
+            self._flushed = offset
+        if self.role is Role.LEADER and self._leader is not None and self._leader.update_local(self._durable_end()):
+            self._leader_hw_rose()
+        self._refresh_hw()
+        self._maybe_fetch()
+        self._request_flush()
+
+    def _on_resign(self) -> None:
+        if self.role is Role.LEADER and self._leader is not None:
+            self._to_resigned(Trigger.RESIGN, self._leader.preferred_successors())
+
+    def _refresh_hw(self) -> None:
+        """Raise this node's high watermark to ``min(raw HW, durable end)`` and report it."""
+        raw = self._leader.high_watermark if self._leader is not None else self._raw_hw
+        if raw is None:
+            return
+        new = min(raw, self._durable_end())
+        if new <= self._hw:
+            return
+        old, self._hw = self._hw, new
+        self._emit(Event(hw_event(self.node_id, self._now, self.epoch, new)))
+        self._emit(Committed(new, self._log.records(old, new)))
+        for offset in sorted(o for o in self._pending if o < new):
+            self._emit(Reply(self._pending.pop(offset), Error.NONE, offset, self.node_id))

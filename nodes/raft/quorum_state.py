@@ -1,0 +1,52 @@
+"""The durable election state ``(epoch, leader, voted_for)`` and its JSON encoding.
+
+Pure functions: the driver writes the bytes with temp file + fsync + rename (Kafka's
+``quorum-state`` file) before it acts on any later effect.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+
+class QuorumStateError(ValueError):
+    """The quorum-state bytes are not a valid encoding."""
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumState:
+    """What a voter must remember across restarts. Ids are ints; None means "none"."""
+
+    epoch: int = 0
+    leader_id: int | None = None
+    voted_for: int | None = None
+
+
+def encode_quorum_state(state: QuorumState) -> bytes:
+    """JSON object ``{"epoch", "leader", "voted_for"}`` (ints or null), UTF-8, newline-terminated."""
+    doc = {"epoch": state.epoch, "leader": state.leader_id, "voted_for": state.voted_for}
+    return (json.dumps(doc, sort_keys=True) + "\n").encode()
+
+
+def _opt_id(doc: dict, key: str) -> int | None:
+    value = doc.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise QuorumStateError(f"quorum state field {key!r} must be a non-negative int or null, got {value!r}")
+    return value
+
+
+def decode_quorum_state(data: bytes) -> QuorumState:
+    """Inverse of :func:`encode_quorum_state`; raises :class:`QuorumStateError` on bad input."""
+    try:
+        doc = json.loads(bytes(data).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise QuorumStateError(f"quorum state is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise QuorumStateError("quorum state must be a JSON object")
+    epoch = doc.get("epoch")
+    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
+        raise QuorumStateError(f"quorum state epoch must be a non-negative int, got {epoch!r}")
+    return QuorumState(epoch, _opt_id(doc, "leader"), _opt_id(doc, "voted_for"))

@@ -1,0 +1,963 @@
+"""The asyncio runtime driver: one node core on real sockets, files and clocks.
+
+The core is a :class:`~nodes.kv.KVNode` (``process.roles=controller``) or, when the roles include
+``broker``, a :class:`~nodes.broker.BrokerNode`: the same quorum and KV service plus the
+Kafka-style broker.
+
+:class:`NodeDriver` feeds the sans-IO core its inputs (raft requests and responses from the
+network, client operations, timers, completed flushes) and applies the effects it returns **in
+order** (``nodes/raft/effects.py``):
+
+* ``PersistQuorumState`` — ``quorum-state`` is replaced durably (temp + fsync + rename) *before*
+  the next effect is looked at; the write is synchronous on the event loop, like Kafka's raft
+  thread;
+* ``AppendLog``/``TruncateLog`` — written to ``raft.log`` at once (page cache), or held in the
+  process until the next ``Flush`` with the ``lazy-flush`` bug, so a SIGKILL really loses them;
+* ``Flush`` — fsync in a worker thread, then ``core.flushed()``;
+* ``Send`` — a response (it carries the ``reply_ctx`` of a request we received) completes that
+  request's deferred answer; a request goes on the destination voter's queue, which one task
+  drains with at most one request in flight and a request timeout; the response is handed back
+  to ``core.handle``. A request lost to a timeout or disconnect is dropped: the core retries on
+  its own timers;
+* ``Committed`` — the register machine is already updated inside KVNode; the driver records the
+  high watermark for the committed-log dump; ``ClientReply`` answers the client; ``Event`` is
+  appended to ``events.jsonl`` with ``time`` from the wall clock (so clock faults show);
+  ``Fatal`` stops the node.
+
+Timers are poll style: after every step the driver arms one loop timer at
+``core.next_deadline()``, measured on ``time.monotonic_ns()`` (a wall-clock jump does not move
+election timers), and calls ``core.tick(now)`` when it fires.
+
+Two listeners: the controller listener takes raft RPCs (Kafka-framed, api keys from
+``nodes.raft.API_KEYS``, body ``nodes.raft.encode(message)``) and, on a broker, the node-to-node
+broker messages (``brokerwire.py``: api keys 1100-1104); the client listener takes the KV and
+admin API of ``kvapi.py`` and, on a broker, the Kafka protocol (``kafka_service.py``).
+Malformed frames, unknown api keys and undecodable bodies close that connection only.
+
+Broker effects (``nodes/broker/effects.py``):
+
+* ``AppendPartitionLog``/``TruncatePartitionLog`` — the partition's file under
+  ``<log.dirs>/partitions/`` (``partition_store.py``), written at once or, with ``lazy-flush``,
+  held in the process until the next flush; ``FlushPartition`` — fsync in a worker thread, then
+  ``core.partition_flushed()``;
+* ``Send`` of a broker request — queued on one of three *lanes* to the destination (a
+  connection each, one request in flight, stale requests dropped): ``replication`` (follower
+  fetches, which park on the leader), ``control`` (registration, heartbeats, AlterPartition)
+  and ``forward`` (CreateTopics forwarded to the active controller), so a parked fetch never
+  delays a heartbeat; the response goes back to ``core.handle``. A broker request received
+  that the core leaves unanswered is given up (its connection closed) after its timeout;
+* ``ClientResponse``/``CloseClientConnection`` — answer (or close) the Kafka client request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import itertools
+import logging
+import os
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ..broker import (
+    BROKER_REQUESTS,
+    BROKER_RESPONSES,
+    AppendPartitionLog,
+    BrokerNode,
+    ClientResponse,
+    CloseClientConnection,
+    CreateTopicsRequest,
+    FetchRecordsRequest,
+    FlushPartition,
+    TopicPartition,
+    TruncatePartitionLog,
+    is_broker_request,
+)
+from ..kafka.versions import header_versions as kafka_header_versions
+from ..kv import ClientReply, CommandError, KVNode
+from ..raft import (
+    API_KEYS,
+    AppendLog,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    CodecError,
+    Committed,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    Event,
+    Fatal,
+    FetchRequest,
+    FetchResponse,
+    Flush,
+    Message,
+    PersistQuorumState,
+    Send,
+    TruncateLog,
+    VoteRequest,
+    VoteResponse,
+    decode,
+    encode,
+    is_request,
+)
+from . import brokerwire
+from .client import ClientConfig, NetworkClient, NetworkError
+from .config import Endpoint, NodeConfig
+from .kafka_service import KAFKA_API_KEYS, KafkaService
+from .kvapi import (
+    ADMIN_DESCRIBE,
+    ADMIN_DUMP_LOG,
+    ADMIN_DUMP_PARTITIONS,
+    OP_BY_KEY,
+    KvWireError,
+    decode_kv_request,
+    encode_json,
+    encode_kv_reply,
+)
+from .partition_store import PartitionStore
+from .server import CloseConnection, Request, Server, ServerConfig
+from .storage import DataDir, EventLog, HighWatermarkFile, LogFile, QuorumStateFile, StorageError, format_dump
+
+__all__ = ["EXIT_FATAL", "EXIT_OK", "EXIT_STORAGE", "NodeDriver", "StartupError"]
+
+EXIT_OK = 0
+EXIT_STORAGE = 1  # cannot start or keep running: data directory, port in use, I/O error
+EXIT_FATAL = 3  # the raft core stopped on an illegal state (a safety violation)
+
+_RESPONSE_FOR: dict[type, type] = {
+    VoteRequest: VoteResponse,
+    BeginQuorumEpochRequest: BeginQuorumEpochResponse,
+    EndQuorumEpochRequest: EndQuorumEpochResponse,
+    FetchRequest: FetchResponse,
+    DescribeQuorumRequest: DescribeQuorumResponse,
+}
+_RAFT_REQUEST_KEYS = frozenset(API_KEYS[t] for t in _RESPONSE_FOR)
+_PEER_QUEUE_MAX = 256
+_MAX_DRAIN_S = 2.0
+LANES = ("replication", "control", "forward")
+
+
+class StartupError(Exception):
+    """The node cannot start (data directory, listener address, …); the message says why."""
+
+
+class _ReplySlot:
+    """The ``reply_ctx`` of a request received from the network: the server's deferred answer."""
+
+    __slots__ = ("future", "as_message")
+
+    def __init__(self, future: asyncio.Future[Any], as_message: bool = False) -> None:
+        self.future = future
+        self.as_message = as_message  # resolve with the Message itself (admin), not its bytes
+
+
+def _source(message: Message) -> int | None:
+    if isinstance(message, VoteRequest):
+        return message.candidate_id
+    if isinstance(message, BeginQuorumEpochRequest | EndQuorumEpochRequest):
+        return message.leader_id
+    if isinstance(message, FetchRequest):
+        return message.replica_id
+    return None
+
+
+class _Peer:
+    """Raft requests to one voter: a bounded FIFO drained by one task, one request in flight.
+
+    A request older than the request timeout when its turn comes is dropped (the core has given
+    up on it already), and so is the oldest one when the queue is full.
+    """
+
+    kind = "raft"
+
+    def __init__(
+        self, driver: NodeDriver, node_id: int, network: NetworkClient, timeout_ns: int, dest: Any = None
+    ) -> None:
+        self.driver = driver
+        self.node_id = node_id
+        self.dest = node_id if dest is None else dest  # the NetworkClient destination
+        self.network = network
+        self.timeout_ns = timeout_ns
+        self.queue: deque[tuple[int, Any]] = deque(maxlen=_PEER_QUEUE_MAX)
+        self.wake = asyncio.Event()
+        self.busy = False
+        self.task: asyncio.Task[None] | None = None
+        self.sent = 0
+        self.failed = 0
+
+    @property
+    def idle(self) -> bool:
+        return not self.queue and not self.busy
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run(), name=f"{self.kind}-peer-{self.node_id}")
+
+    def put(self, now: int, message: Any) -> None:
+        self.queue.append((now, message))
+        self.wake.set()
+
+    def encode(self, message: Any) -> tuple[int, bytes]:
+        return API_KEYS[type(message)], encode(message)
+
+    def decode(self, message: Any, api_key: int, body: memoryview) -> Any:
+        """The response to ``message``, or None (logged) if it is not the right kind."""
+        response = decode(bytes(body))
+        if type(response) is not _RESPONSE_FOR[type(message)]:
+            self.driver.log.warning(
+                "n%d answered %s with %s", self.node_id, type(message).__name__, type(response).__name__
+            )
+            return None
+        return response
+
+    async def _run(self) -> None:
+        log = self.driver.log
+        while True:
+            while not self.queue:
+                self.wake.clear()
+                await self.wake.wait()
+            queued_at, message = self.queue.popleft()
+            if self.driver.now() - queued_at > self.timeout_ns:
+                continue
+            try:
+                api_key, data = self.encode(message)
+            except (CodecError, brokerwire.BrokerWireError) as exc:
+                log.error("cannot encode %s for n%d: %s", type(message).__name__, self.node_id, exc)
+                continue
+            self.busy = True
+            try:
+                body = await self.network.send(self.dest, api_key, 0, data, timeout=self.timeout_ns / 1e9)
+                self.sent += 1
+            except NetworkError as exc:
+                self.failed += 1
+                log.debug("%s to n%d failed: %s", type(message).__name__, self.node_id, exc)
+                continue
+            except Exception as exc:  # keep the sender alive whatever happens to one request
+                self.failed += 1
+                log.warning("%s to n%d failed: %r", type(message).__name__, self.node_id, exc)
+                continue
+            finally:
+                self.busy = False
+            if body is None:
+                continue
+            try:
+                response = self.decode(message, api_key, body)
+            except (CodecError, brokerwire.BrokerWireError) as exc:
+                log.warning("undecodable response from n%d to %s: %s", self.node_id, type(message).__name__, exc)
+                continue
+            if response is not None:
+                self.driver.deliver(self.node_id, response)
+
+
+class _BrokerLane(_Peer):
+    """Broker requests of one lane to one node (``brokerwire`` bodies)."""
+
+    kind = "broker"
+
+    def encode(self, message: Any) -> tuple[int, bytes]:
+        return brokerwire.encode(self.driver.node_id, message)
+
+    def decode(self, message: Any, api_key: int, body: memoryview) -> Any:
+        src, response = brokerwire.decode(api_key, body)
+        if src != self.node_id or not isinstance(response, BROKER_RESPONSES):
+            self.driver.log.warning("n%d answered %s with %s", self.node_id, type(message).__name__, response)
+            return None
+        return response
+
+
+def _lane(message: Any) -> str:
+    if isinstance(message, FetchRecordsRequest):
+        return "replication"
+    if isinstance(message, CreateTopicsRequest):
+        return "forward"
+    return "control"
+
+
+class NodeDriver:
+    """Runs one node. ``await open()`` (recover storage, bind listeners), then ``start()``.
+
+    ``clock`` (monotonic ns) drives the core's timers; ``wall_clock`` (ns since the epoch) stamps
+    events. Both are injectable for tests. In-process tests may bind ports 0 and fix the voters'
+    addresses with :meth:`set_voter_address` between ``open`` and ``start``.
+    """
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        *,
+        clock: Callable[[], int] = time.monotonic_ns,
+        wall_clock: Callable[[], int] = time.time_ns,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.name = config.name
+        self.now = clock
+        self.wall_clock = wall_clock
+        self.rng = rng if rng is not None else random.Random(config.seed)
+        self.log = logging.getLogger(f"nodes.{self.name}")
+        directory = config.log_dir
+        self.data_dir = DataDir(directory, config.node_id)
+        self.quorum_state = QuorumStateFile(directory)
+        # appends wait in the process until their fsync: the lazy-flush bug, or a power-loss fault mode
+        hold = "lazy-flush" in config.bugs or config.volatile_writes
+        self.log_file = LogFile(directory, hold=hold)
+        self.hw_file = HighWatermarkFile(directory)
+        self.events = EventLog(directory)
+        self.partitions = PartitionStore(directory, hold=hold)
+        self.core: KVNode | BrokerNode | None = None
+        self.kafka: KafkaService | None = KafkaService(self) if config.is_broker else None
+        self.exit_code: int | None = None
+        self.stopped = asyncio.Event()
+        self._recovered: tuple[Any, list[Any], dict[TopicPartition, list[Any]]] | None = None
+        self._controller_server: Server | None = None
+        self._client_server: Server | None = None
+        timeout_s = config.raft.request_timeout_ms / 1000
+        self.network = NetworkClient(
+            ClientConfig(
+                client_id=f"raft-client-{config.node_id}",
+                max_in_flight=1,
+                request_timeout=timeout_s,
+                connect_timeout=timeout_s,
+                reconnect_backoff=0.05,
+                reconnect_backoff_max=1.0,
+            ),
+            addresses={v: (e.host, e.port) for v, e in config.voters.items() if v != config.node_id},
+            rng=random.Random(self.rng.random()),
+        )
+        self.peers: dict[int, _Peer] = {
+            v: _Peer(self, v, self.network, config.raft.request_timeout_ms * 1_000_000)
+            for v in sorted(config.voters)
+            if v != config.node_id
+        }
+        broker_timeout_s = config.broker.request_timeout_ms / 1000
+        self.broker_network = NetworkClient(
+            ClientConfig(
+                client_id=f"broker-{config.node_id}",
+                max_in_flight=1,
+                request_timeout=broker_timeout_s,
+                connect_timeout=broker_timeout_s,
+                reconnect_backoff=0.05,
+                reconnect_backoff_max=1.0,
+            ),
+            addresses={
+                (v, lane): (e.host, e.port) for v, e in config.voters.items() if v != config.node_id for lane in LANES
+            },
+            rng=random.Random(self.rng.random()),
+        )
+        lane_timeout_ms = {
+            "replication": config.broker.replica_fetch_wait_max_ms + config.broker.request_timeout_ms,
+            "control": config.broker.request_timeout_ms,
+            "forward": config.broker.request_timeout_ms,
+        }
+        self.lanes: dict[tuple[int, str], _BrokerLane] = (
+            {
+                (v, lane): _BrokerLane(self, v, self.broker_network, lane_timeout_ms[lane] * 1_000_000, (v, lane))
+                for v in sorted(config.voters)
+                if v != config.node_id
+                for lane in LANES
+            }
+            if config.is_broker
+            else {}
+        )
+        self._partition_flushes: set[asyncio.Task[None]] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
+        self._flush_task: asyncio.Task[None] | None = None
+        self._shutdown_task: asyncio.Task[None] | None = None
+        self._request_ids = itertools.count()
+        self._client_ops: dict[int, asyncio.Future[bytes]] = {}
+        self._raft_replies: set[asyncio.Future[Any]] = set()
+        self._bound: tuple[Endpoint, Endpoint] | None = None
+        self._opened = False
+        self._closing = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def open(self) -> None:
+        """Take the data directory, recover the quorum state and the log, bind both listeners."""
+        cfg = self.config
+        try:
+            self.data_dir.acquire()
+            try:
+                persisted = self.quorum_state.load()
+                records, info = self.log_file.open()
+                self.hw_file.open()
+                self.events.open()
+                partition_logs = self.partitions.open() if cfg.is_broker else {}
+            except BaseException:
+                self._close_storage(sync=False)
+                raise
+        except (StorageError, OSError) as exc:
+            raise StartupError(str(exc)) from None
+        self._recovered = (persisted, records, partition_logs)
+        self.log.info(
+            "recovered %s: %s, %d log record(s)%s%s",
+            cfg.log_dir,
+            persisted or "no quorum state",
+            len(records),
+            f", cut {info.truncated_bytes} byte(s) of {info.reason} tail" if info.truncated_bytes else "",
+            f", {len(partition_logs)} partition log(s) with {sum(map(len, partition_logs.values()))} batch(es)"
+            if cfg.is_broker
+            else "",
+        )
+        common = {
+            "queued_max_requests": cfg.queued_max_requests,
+            "socket_request_max_bytes": cfg.socket_request_max_bytes,
+        }
+        self._controller_server = Server(
+            self._raft_handler,
+            ServerConfig(host=cfg.controller_listener.host, port=cfg.controller_listener.port, **common),
+        )
+        self._client_server = Server(
+            self._client_handler,
+            ServerConfig(
+                host=cfg.client_listener.host,
+                port=cfg.client_listener.port,
+                header_versions=kafka_header_versions,
+                **common,
+            ),
+        )
+        try:
+            await self._controller_server.start()
+            await self._client_server.start()
+        except OSError as exc:
+            await self._close_servers()
+            self._close_storage(sync=False)
+            raise StartupError(
+                f"cannot bind listeners {cfg.controller_listener} / {cfg.client_listener}: {exc}"
+            ) from None
+        (c_host, c_port), (k_host, k_port) = self._controller_server.addresses[0], self._client_server.addresses[0]
+        self._bound = (Endpoint(c_host, c_port), Endpoint(k_host, k_port))
+        self._opened = True
+
+    @property
+    def controller_address(self) -> Endpoint:
+        """Where the controller listener is bound (after :meth:`open`)."""
+        assert self._bound is not None, "call open() first"
+        return self._bound[0]
+
+    @property
+    def client_address(self) -> Endpoint:
+        """Where the client listener is bound (after :meth:`open`)."""
+        assert self._bound is not None, "call open() first"
+        return self._bound[1]
+
+    def set_voter_address(self, node_id: int, host: str, port: int) -> None:
+        """Point raft traffic for ``node_id`` at ``host:port`` (before :meth:`start`)."""
+        if node_id != self.node_id:
+            self.network.set_address(node_id, host, port)
+            for lane in LANES:
+                self.broker_network.set_address((node_id, lane), host, port)
+
+    @property
+    def closing(self) -> bool:
+        """True once shutting down (or crashed): no new inputs reach the core."""
+        return self._closing
+
+    def advertised(self) -> Endpoint:
+        """The client address Kafka clients are told in Metadata (after :meth:`open`)."""
+        cfg = self.config
+        if cfg.advertised_listener is not None:
+            return cfg.advertised_listener
+        bound = self.client_address
+        if bound.host in ("", "0.0.0.0", "::"):
+            return Endpoint(cfg.voters[self.node_id].host, bound.port)
+        return bound
+
+    def start(self) -> None:
+        """Build the core from the recovered state and start it."""
+        if not self._opened or self._recovered is None:
+            raise RuntimeError("call open() before start()")
+        cfg = self.config
+        persisted, records, partition_logs = self._recovered
+        self._recovered = None
+        if cfg.is_broker:
+            advertised = self.advertised()
+            self.core = BrokerNode(
+                cfg.node_id,
+                cfg.voters,
+                cfg.raft,
+                self.rng,
+                cfg.bugs,
+                broker_config=cfg.broker,
+                endpoint=(advertised.host, advertised.port),
+            )
+        else:
+            self.core = KVNode(cfg.node_id, cfg.voters, cfg.raft, self.rng, cfg.bugs)
+        for peer in (*self.peers.values(), *self.lanes.values()):
+            peer.start()
+        self.log.info(
+            "starting %s: roles %s, voters %s, controller %s, client %s, bugs %s",
+            self.name,
+            ",".join(sorted(cfg.roles)),
+            ",".join(f"{v}@{e}" for v, e in sorted(cfg.voters.items())),
+            self.controller_address,
+            self.client_address,
+            sorted(cfg.bugs) or "none",
+        )
+        if isinstance(self.core, BrokerNode):
+            self._call(self.core.start, persisted, records, partition_logs)
+        else:
+            self._call(self.core.start, persisted, records)
+
+    def request_stop(self, graceful: bool = True) -> None:
+        """Begin shutting down (e.g. from a signal handler); ``stopped`` is set when done."""
+        if self._shutdown_task is None and not self._closing:
+            self._shutdown_task = asyncio.get_running_loop().create_task(self.shutdown(graceful=graceful))
+
+    async def shutdown(self, *, graceful: bool = True) -> None:
+        """Graceful: resign leadership, let the EndQuorumEpoch requests go out, flush, close.
+        Not graceful: close without resigning (a Fatal stop)."""
+        if self._closing:
+            await self.stopped.wait()
+            return
+        self._closing = True
+        if graceful and self.core is not None and self.core.raft.failed is None:
+            self.log.info("shutting down: resigning")
+            self._call(self.core.resign)
+            await self._drain_peers()
+        await self._stop_io()
+        await self._wait_flush()
+        self._close_storage(sync=graceful)
+        if self.exit_code is None:
+            self.exit_code = EXIT_OK
+        self.log.info("stopped (exit code %d)", self.exit_code)
+        self.stopped.set()
+
+    async def crash(self) -> None:
+        """Stop at once as a SIGKILL would: no resign, no flush; held (lazy-flush) appends are
+        lost, written ones stay in the page cache. For in-process tests."""
+        if self._closing:
+            await self.stopped.wait()
+            return
+        self._closing = True
+        await self._stop_io()
+        await self._wait_flush()
+        self._close_storage(sync=False)
+        self.exit_code = self.exit_code if self.exit_code is not None else EXIT_OK
+        self.stopped.set()
+
+    async def _drain_peers(self) -> None:
+        limit = min(_MAX_DRAIN_S, self.config.raft.election_timeout_ms / 1000)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        while loop.time() < deadline and not all(p.idle for p in self.peers.values()):
+            await asyncio.sleep(0.01)
+
+    async def _stop_io(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for fut in list(self._raft_replies):
+            if not fut.done():
+                fut.set_exception(CloseConnection())
+        self._raft_replies.clear()
+        for fut in list(self._client_ops.values()):
+            if not fut.done():
+                fut.set_result(encode_kv_reply("info", None, "shutting-down", None, self.name))
+        self._client_ops.clear()
+        if self.kafka is not None:
+            self.kafka.fail_all()
+        await self._close_servers()
+        tasks = [p.task for p in (*self.peers.values(), *self.lanes.values()) if p.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.network.close()
+        await self.broker_network.close()
+
+    async def _close_servers(self) -> None:
+        for server in (self._client_server, self._controller_server):
+            if server is not None:
+                with contextlib.suppress(Exception):
+                    await server.close(timeout=1.0)
+
+    async def _wait_flush(self) -> None:
+        tasks = [t for t in (self._flush_task, *self._partition_flushes) if t is not None and not t.done()]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _close_storage(self, *, sync: bool) -> None:
+        try:
+            self.partitions.close(sync=sync)
+        except OSError as exc:
+            self.log.error("closing the partition logs failed: %s", exc)
+        try:
+            self.log_file.close(sync=sync)
+            if sync and self.core is not None:
+                self.hw_file.store(self.core.raft.high_watermark)
+        except OSError as exc:
+            self.log.error("closing the log failed: %s", exc)
+        self.hw_file.close()
+        self.events.close()
+        self.data_dir.release()
+
+    def _die(self, reason: str, code: int) -> None:
+        """Stop without resigning (a Fatal effect or a storage failure)."""
+        if self.exit_code is None:
+            self.exit_code = code
+        self.log.error("%s: stopping: %s", self.name, reason)
+        if self.core is not None:
+            self.core = None  # no further inputs reach it
+        self.request_stop(graceful=False)
+
+    # ------------------------------------------------------------------ inputs
+
+    def deliver(self, src: int, message: Message) -> None:
+        """A raft response from ``src``."""
+        if self.core is not None and not self._closing:
+            self._call(self.core.handle, src, message)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        if self.core is not None:
+            self._call(self.core.tick)
+
+    async def _flush(self, up_to: int) -> None:
+        try:
+            await self.log_file.flush()
+        except (OSError, RuntimeError) as exc:
+            self._die(f"flush failed: {exc}", EXIT_STORAGE)
+            return
+        if self.core is not None and not self._closing:
+            self._call(self.core.flushed, up_to)
+
+    async def _flush_partition(self, tp: TopicPartition, up_to: int) -> None:
+        try:
+            await self.partitions.flush(tp)
+        except (OSError, StorageError, RuntimeError) as exc:
+            self._die(f"flush of {tp} failed: {exc}", EXIT_STORAGE)
+            return
+        core = self.core
+        if isinstance(core, BrokerNode) and not self._closing:
+            self._call(core.partition_flushed, tp, up_to)
+
+    def _broker_request(self, request: Request) -> asyncio.Future[Any]:
+        """A node-to-node broker request on the controller listener."""
+        core = self.core
+        if not isinstance(core, BrokerNode) or self._closing or request.api_version != 0:
+            raise CloseConnection
+        try:
+            src, message = brokerwire.decode(request.api_key, request.body)
+        except brokerwire.BrokerWireError as exc:
+            self.log.info("controller listener: bad broker message (api key %d), closing: %s", request.api_key, exc)
+            raise CloseConnection from None
+        claimed = brokerwire.source_of(message)
+        if (
+            not is_broker_request(message)
+            or src not in self.config.voters
+            or src == self.node_id
+            or (claimed is not None and claimed != src)
+        ):
+            self.log.info("controller listener: unexpected %s from node %s, closing", type(message).__name__, src)
+            raise CloseConnection
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        timeout_ms = self.config.broker.request_timeout_ms
+        if isinstance(message, FetchRecordsRequest):
+            timeout_ms += max(0, message.max_wait_ms)
+        elif isinstance(message, CreateTopicsRequest):
+            timeout_ms += max(0, message.timeout_ms)
+        expiry = loop.call_later(timeout_ms / 1000, _give_up, future)
+        self._raft_replies.add(future)
+        future.add_done_callback(self._raft_replies.discard)
+        future.add_done_callback(lambda _: expiry.cancel())
+        self._call(core.handle, src, message, _ReplySlot(future))
+        return future
+
+    async def _raft_handler(self, request: Request) -> asyncio.Future[Any]:
+        if request.api_key in brokerwire.BROKER_API_KEYS:
+            return self._broker_request(request)
+        if request.api_key not in _RAFT_REQUEST_KEYS or request.api_version != 0:
+            self.log.info("controller listener: unknown api key %d v%d, closing", request.api_key, request.api_version)
+            raise CloseConnection
+        try:
+            message = decode(bytes(request.body))
+        except CodecError as exc:
+            self.log.info("controller listener: bad body for api key %d, closing: %s", request.api_key, exc)
+            raise CloseConnection from None
+        if not is_request(message) or API_KEYS[type(message)] != request.api_key:
+            self.log.info(
+                "controller listener: api key %d carries %s, closing", request.api_key, type(message).__name__
+            )
+            raise CloseConnection
+        src = _source(message)
+        if src is not None and (src not in self.config.voters or src == self.node_id):
+            self.log.info("controller listener: %s from unknown node %s, closing", type(message).__name__, src)
+            raise CloseConnection
+        core = self.core
+        if core is None or self._closing:
+            raise CloseConnection
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._raft_replies.add(future)
+        future.add_done_callback(self._raft_replies.discard)
+        self._call(core.handle, -1 if src is None else src, message, _ReplySlot(future))
+        return future
+
+    async def _client_handler(self, request: Request) -> bytes | asyncio.Future[bytes]:
+        key = request.api_key
+        if key in OP_BY_KEY:
+            return self._kv_operation(request)
+        if key == ADMIN_DESCRIBE:
+            return encode_json(self.status())
+        if key == ADMIN_DUMP_LOG:
+            return self.dump().encode()
+        if key == ADMIN_DUMP_PARTITIONS:
+            return encode_json(self.partition_dump())
+        if key in KAFKA_API_KEYS and self.kafka is not None:
+            return self.kafka.handle(request)
+        self.log.info("client listener: unknown api key %d from %s, closing", key, request.peer)
+        raise CloseConnection
+
+    def _kv_operation(self, request: Request) -> bytes | asyncio.Future[bytes]:
+        core = self.core
+        if request.api_version != 0:
+            return encode_kv_reply("fail", None, f"bad-request: unsupported version {request.api_version}")
+        try:
+            f, key, value = decode_kv_request(request.api_key, request.body)
+        except KvWireError as exc:
+            return encode_kv_reply("fail", None, f"bad-request: {exc}", None, self.name)
+        if core is None or self._closing:
+            return encode_kv_reply("fail", None, "shutting-down", None, self.name)
+        request_id = next(self._request_ids)
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._client_ops[request_id] = future
+        try:
+            effects = core.submit(self.now(), request_id, f, key, value)
+        except CommandError as exc:
+            del self._client_ops[request_id]
+            return encode_kv_reply("fail", None, f"bad-request: {exc}", None, self.name)
+        except Exception as exc:
+            self._internal_error(exc)
+            return future  # answered "info" by the shutdown
+        self._step(effects)
+        return future
+
+    # ------------------------------------------------------------------ effects
+
+    def call_core(self, method: Callable[..., list[Any]], *args: Any) -> None:
+        """Feed one input to the core (``method(now, *args)``) and apply its effects."""
+        self._call(method, *args)
+
+    def _call(self, method: Callable[..., list[Any]], *args: Any) -> None:
+        """Feed one input to the core (``method(now, *args)``) and apply what it returns."""
+        try:
+            effects = method(self.now(), *args)
+        except Exception as exc:
+            self._internal_error(exc)
+            return
+        self._step(effects)
+
+    def _internal_error(self, exc: Exception) -> None:
+        self.log.error("the core raised %r", exc, exc_info=exc)
+        self._die(f"internal error: {exc!r}", EXIT_FATAL)
+
+    def _step(self, effects: list[Any]) -> None:
+        try:
+            for effect in effects:
+                kind = type(effect)
+                if kind is Send:
+                    self._send(effect)
+                elif kind is PersistQuorumState:
+                    self.quorum_state.save(effect.state)
+                elif kind is AppendLog:
+                    self.log_file.append(effect.records)
+                elif kind is TruncateLog:
+                    self.log_file.truncate(effect.from_offset)
+                elif kind is Flush:
+                    self._flush_task = asyncio.get_running_loop().create_task(self._flush(effect.up_to_offset))
+                elif kind is Committed:
+                    self.hw_file.store(effect.high_watermark)
+                elif kind is ClientReply:
+                    self._reply(effect)
+                elif kind is AppendPartitionLog:
+                    self.partitions.append(effect.partition, effect.batches)
+                elif kind is TruncatePartitionLog:
+                    self.partitions.truncate(effect.partition, effect.from_offset)
+                elif kind is FlushPartition:
+                    task = asyncio.get_running_loop().create_task(
+                        self._flush_partition(effect.partition, effect.up_to_offset)
+                    )
+                    self._partition_flushes.add(task)
+                    task.add_done_callback(self._partition_flushes.discard)
+                elif kind is ClientResponse:
+                    if self.kafka is not None:
+                        self.kafka.resolve(effect.request_id, effect.response)
+                elif kind is CloseClientConnection:
+                    if self.kafka is not None:
+                        self.kafka.close(effect.request_id, effect.reason)
+                elif kind is Event:
+                    self.events.write({**effect.data, "time": self.wall_clock()})
+                    if effect.data.get("type") == "state":
+                        self._log_state(effect.data)
+                elif kind is Fatal:
+                    self._die(f"fatal: {effect.reason}", EXIT_FATAL)
+                    return
+        except (OSError, StorageError) as exc:
+            self._die(f"storage failure: {exc}", EXIT_STORAGE)
+            return
+        except Exception as exc:
+            self._internal_error(exc)
+            return
+        self._arm_timer()
+
+    def _log_state(self, data: dict[str, Any]) -> None:
+        self.log.info(
+            "%s is %s in epoch %s (leader %s, voted for %s)",
+            self.name,
+            data.get("role"),
+            data.get("epoch"),
+            data.get("leader") or "unknown",
+            data.get("voted_for") or "nobody",
+        )
+
+    def _send(self, effect: Send) -> None:
+        slot = effect.reply_ctx
+        message = effect.message
+        if isinstance(slot, _ReplySlot):
+            if not slot.future.done():
+                try:
+                    if slot.as_message:
+                        slot.future.set_result(message)
+                    elif isinstance(message, BROKER_RESPONSES):
+                        slot.future.set_result(brokerwire.encode(self.node_id, message)[1])
+                    else:
+                        slot.future.set_result(encode(message))
+                except (CodecError, brokerwire.BrokerWireError) as exc:
+                    self.log.error("cannot encode %s: %s", type(message).__name__, exc)
+                    slot.future.set_exception(CloseConnection())
+            return
+        if isinstance(message, BROKER_REQUESTS):
+            lane = self.lanes.get((effect.dst, _lane(message)))
+            if lane is None:
+                self.log.warning("dropping %s to unknown node %s", type(message).__name__, effect.dst)
+            else:
+                lane.put(self.now(), message)
+            return
+        if isinstance(message, BROKER_RESPONSES):
+            self.log.warning("dropping %s to n%s: no request to answer", type(message).__name__, effect.dst)
+            return
+        peer = self.peers.get(effect.dst)
+        if peer is None:
+            self.log.warning("dropping %s to unknown node %s", type(effect.message).__name__, effect.dst)
+            return
+        peer.put(self.now(), effect.message)
+
+    def _reply(self, reply: ClientReply) -> None:
+        future = self._client_ops.pop(reply.request_id, None)
+        if future is not None and not future.done():
+            future.set_result(encode_kv_reply(reply.type, reply.value, reply.error, reply.leader_id, self.name))
+
+    def _arm_timer(self) -> None:
+        core = self.core
+        deadline = core.next_deadline() if core is not None and not self._closing else None
+        if deadline == self._timer_at and (deadline is None or self._timer is not None):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = deadline
+        if deadline is None:
+            return
+        delay = max(0.0, (deadline - self.now()) / 1e9)
+        self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+    # ------------------------------------------------------------------ views
+
+    def committed_end(self) -> int:
+        """End of the committed prefix this node reports: its high watermark, or the highest one it
+        recorded before a restart (until the leader tells it again), capped at its log end."""
+        if self.core is None:
+            return 0
+        raft = self.core.raft
+        return min(max(raft.high_watermark, self.hw_file.value), raft.log_end_offset)
+
+    def dump(self) -> str:
+        """The committed-log dump (``logs/<node>.jsonl`` text)."""
+        if self.core is None:
+            return ""
+        return format_dump(self.core.raft.log_records(0, self.committed_end()))
+
+    def partition_dump(self) -> dict[str, list[dict[str, Any]]]:
+        """A broker's committed partition batches, ``{partition: [{offset, epoch, digest}]}``: each
+        replica's batches below its high watermark (the simulator's partition dumps); {} otherwise."""
+        replicas = getattr(self.core, "replicas", None)
+        if replicas is None:
+            return {}
+        return {
+            str(tp): [
+                {"offset": b.base_offset, "epoch": b.leader_epoch, "digest": hashlib.sha256(b.data).hexdigest()[:16]}
+                for b in p.log.batches
+                if b.base_offset < p.hw
+            ]
+            for tp, p in sorted(replicas.partitions.items())
+        }
+
+    def status(self) -> dict[str, Any]:
+        """JSON-able status (AdminDescribe): role, epoch, leader, offsets; voters' progress if leader."""
+        cfg = self.config
+        doc: dict[str, Any] = {
+            "node": self.node_id,
+            "name": self.name,
+            "pid": os.getpid(),
+            "bugs": sorted(cfg.bugs),
+            "controller": str(self.controller_address) if self._opened else None,
+            "client": str(self.client_address) if self._opened else None,
+            "voters": {str(v): str(e) for v, e in sorted(cfg.voters.items())},
+        }
+        core = self.core
+        if core is None:
+            doc.update(role=None, failed="stopped")
+            return doc
+        doc.update(core.raft.status())
+        doc["committed_end"] = self.committed_end()
+        if isinstance(core, BrokerNode):
+            raft_keys = set(core.raft.status())
+            doc["broker"] = {
+                "advertised": str(self.advertised()),
+                **{k: v for k, v in core.status().items() if k not in raft_keys},
+            }
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        # through _step: the call may also fire due timers, whose effects must not be lost
+        self._call(core.handle, -1, DescribeQuorumRequest(), _ReplySlot(future, as_message=True))
+        response = future.result() if future.done() and not future.exception() else None
+        if isinstance(response, DescribeQuorumResponse) and response.voters:
+            now = self.now()
+            doc["replicas"] = [
+                {
+                    "replica_id": r.replica_id,
+                    "log_end_offset": r.log_end_offset,
+                    "last_fetch_age_ms": None if r.last_fetch_time is None else (now - r.last_fetch_time) // 1_000_000,
+                }
+                for r in response.voters
+            ]
+        return doc
+
+    def metrics(self) -> dict[str, Any]:
+        return {
+            "quorum_state_writes": self.quorum_state.writes,
+            "fsyncs": self.log_file.fsyncs,
+            "partition_fsyncs": self.partitions.fsyncs,
+            "peers": {
+                str(v): {"sent": p.sent, "failed": p.failed, "queued": len(p.queue)} for v, p in self.peers.items()
+            },
+            "lanes": {
+                f"{v}/{lane}": {"sent": p.sent, "failed": p.failed, "queued": len(p.queue)}
+                for (v, lane), p in self.lanes.items()
+            },
+            "kafka": {"pending": self.kafka.pending, **self.kafka.requests} if self.kafka is not None else {},
+            "controller_server": self._controller_server.metrics() if self._controller_server else {},
+            "client_server": self._client_server.metrics() if self._client_server else {},
+        }
+
+
+def _give_up(future: asyncio.Future[Any]) -> None:
+    """A received broker request the core never answered: close its connection."""
+    if not future.done():
+        future.set_exception(CloseConnection())
