@@ -1,0 +1,1 @@
+"""Control side of kraftwerk: clusters, nemeses, generators, runner, store, reports and the CLI."""

@@ -1,0 +1,27 @@
+"""argparse value types shared by the subcommands (errors become exit 254 through the CLI)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def positive_float(text: str) -> float:
+    """A positive number of seconds."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return v
+
+
+def positive_int(text: str) -> int:
+    """A positive whole number."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return v

@@ -1,0 +1,233 @@
+"""`kraftwerk check`: judge history files, events files and run directories.
+
+One JSON line per input on stdout (`{"file", "valid", …}`), a human summary on
+stderr, and an exit code that is the worst verdict. Files can be checked in
+several processes (`--jobs`); output order always follows the arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from checkers.errors import InputError
+from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, compose, exit_code, worst_exit
+
+_INFER = {
+    "cas": "cas-register",
+    "read": "register",
+    "write": "register",
+    "get": "kv-append",
+    "put": "kv-append",
+    "append": "kv-append",
+    "acquire": "mutex",
+    "release": "mutex",
+    "txn": "multi-register",
+    "send": "queue",
+    "poll": "queue",
+    "assign": "queue",
+}
+_WORKLOAD_MODEL = {"register": "cas-register", "queue": "queue"}
+
+
+def infer_model(fs: set[str], source: str) -> str:
+    """The model a set of operation names belongs to."""
+    models = {_INFER[f] for f in fs if f in _INFER}
+    if "cas-register" in models:
+        models.discard("register")
+    unknown = sorted(f for f in fs if f not in _INFER)
+    if len(models) == 1 and not unknown:
+        return models.pop()
+    if not fs:
+        return "cas-register"
+    raise InputError(
+        f"cannot infer the model from operations {sorted(fs)} (give --model)",
+        source,
+    )
+
+
+def _initial(args: argparse.Namespace) -> Any:
+    if args.initial is None:
+        return None
+    try:
+        return json.loads(args.initial)
+    except json.JSONDecodeError as e:
+        raise InputError(f"--initial is not valid JSON: {e.msg}") from None
+
+
+def _check_history_file(path: str, model: str, args: argparse.Namespace, fmt: str = "auto") -> dict[str, Any]:
+    from checkers import formats
+
+    history = formats.load(path, fmt)
+    if model == "auto":
+        model = infer_model({op.f for op in history.operations()}, path)
+    if model == "queue":
+        from checkers.queue import check_queue
+
+        result = check_queue(history, allow=args.allow)
+    elif model == "epochs":
+        raise InputError("--model epochs needs an events file or a run directory, not a history", path)
+    else:
+        from checkers.linearizable import check
+
+        result = check(
+            history,
+            model,
+            _initial(args),
+            time_limit=args.time_limit,
+            memory_limit_mb=args.memory_limit or 2048,
+            jobs=getattr(args, "key_jobs", 1),
+        )
+        if args.html:
+            from checkers.linearizable.timeline import write_timeline
+
+            result["html"] = write_timeline(history, result, _html_path(args, path))
+    from checkers.stats import stats
+
+    result.setdefault("op-counts", {k: v for k, v in stats(history).items() if k != "valid"})
+    return result
+
+
+def _html_path(args: argparse.Namespace, path: str) -> str:
+    if len(args.files) == 1:
+        return str(args.html)
+    base = Path(args.html)
+    return str(base.with_name(f"{base.stem}.{args.files.index(path) + 1}{base.suffix or '.html'}"))
+
+
+def _looks_like_events(path: str) -> bool:
+    if os.path.basename(path) == "events.jsonl":
+        return True
+    try:
+        with open(path, encoding="utf-8") as fh:
+            first = fh.readline()
+        obj = json.loads(first)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(obj, dict) and "node" in obj and "process" not in obj
+
+
+def _check_run_dir(path: str, args: argparse.Namespace) -> dict[str, Any]:
+    d = Path(path)
+    parts: dict[str, dict[str, Any]] = {}
+    history = d / "history.jsonl"
+    events = d / "events.jsonl"
+    if args.model != "epochs" and history.exists():
+        model = args.model
+        test = d / "test.json"
+        if model == "auto" and test.exists():
+            try:
+                workload = json.loads(test.read_text()).get("workload")
+            except (OSError, json.JSONDecodeError, AttributeError):
+                workload = None
+            model = _WORKLOAD_MODEL.get(workload, "auto")
+        parts["history"] = _check_history_file(str(history), model, args, "jsonl")
+    if args.model in ("auto", "epochs") and events.exists():
+        from checkers.epochs import check_epochs
+
+        parts["epochs"] = check_epochs(d)
+    if args.model in ("auto", "epochs", "queue") and (d / "logs" / "partitions").is_dir():
+        from checkers.epochs import check_partition_logs, load_partition_logs
+
+        parts["partition-logs"] = check_partition_logs(load_partition_logs(d))
+    if not parts:
+        raise InputError("a run directory needs history.jsonl or events.jsonl", path)
+    if len(parts) == 1:
+        return next(iter(parts.values()))
+    return compose(parts)
+
+
+def check_one(path: str, args: argparse.Namespace) -> tuple[dict[str, Any], int, str | None]:
+    """Check one input; returns (json result, exit code, message for stderr)."""
+    try:
+        if os.path.isdir(path):
+            result = _check_run_dir(path, args)
+        elif args.model == "epochs" or (args.model == "auto" and args.format == "auto" and _looks_like_events(path)):
+            from checkers.epochs import check_epochs
+
+            result = check_epochs(path)
+        else:
+            result = _check_history_file(path, args.model, args, args.format)
+        return {"file": path, **result}, exit_code(result.get("valid")), None
+    except InputError as e:
+        e.located(path)
+        return {"file": path, "valid": "unknown", "error": str(e)}, EXIT_BAD_INPUT, str(e)
+    except MemoryError:
+        return {"file": path, "valid": "unknown", "cause": "out-of-memory"}, exit_code("unknown"), None
+    except Exception as e:  # noqa: BLE001 - report, keep checking the other files
+        tb = traceback.format_exc()
+        msg = f"{path}: internal error: {type(e).__name__}: {e}\n{tb}"
+        return (
+            {"file": path, "valid": "unknown", "error": f"internal error: {type(e).__name__}: {e}"},
+            EXIT_INTERNAL,
+            msg,
+        )
+
+
+_ARGS: argparse.Namespace | None = None
+
+
+def _worker(path: str) -> tuple[dict[str, Any], int, str | None]:
+    assert _ARGS is not None
+    return check_one(path, _ARGS)
+
+
+def _plan_jobs(args: argparse.Namespace) -> tuple[int, int]:
+    """(processes over files, processes over keys within a file).
+
+    Many files: spread the files. A few files: check them in turn, each with its
+    keys spread over the processes (a single hard key still gets a core).
+    """
+    cpus = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
+    if cpus <= 1:
+        return 1, 1
+    total = 0
+    for f in args.files:
+        with contextlib.suppress(OSError):
+            total += os.path.getsize(f) if os.path.isfile(f) else 1 << 20
+    if len(args.files) >= 2 * cpus and total > 256 * 1024:
+        return min(cpus, len(args.files)), 1
+    return 1, cpus
+
+
+def run_check(args: argparse.Namespace) -> int:
+    global _ARGS
+    _ARGS = args
+    if args.initial is not None:
+        try:
+            json.loads(args.initial)
+        except json.JSONDecodeError as e:
+            print(f"kraftwerk check: --initial is not valid JSON: {e.msg}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    jobs, args.key_jobs = _plan_jobs(args)
+    if jobs > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            outcomes = pool.map(_worker, args.files, chunksize=max(1, len(args.files) // (jobs * 4)))
+    else:
+        outcomes = [check_one(f, args) for f in args.files]
+    out = sys.stdout
+    for result, _, _ in outcomes:
+        out.write(json.dumps(result, default=_json_default) + "\n")
+    out.flush()
+    for _, _, message in outcomes:
+        if message:
+            print(message, file=sys.stderr)
+    if not args.quiet:
+        from harness.summary import print_check_summary
+
+        print_check_summary([r for r, _, _ in outcomes])
+    return worst_exit(code for _, code, _ in outcomes)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (tuple, set, frozenset)):
+        return list(value)
+    return str(value)

@@ -1,0 +1,177 @@
+"""``kraftwerk cluster up|kill|start|down``: a cluster left running for tests and experiments.
+
+``up`` prints one JSON object (DESIGN.md)::
+
+    {"bootstrap": "127.0.0.2:P,…", "nodes": [{"id": 1, "host": "127.0.0.2", "port": P}, …]}
+
+``port`` is each node's client listener: Kafka clients (kafka-python, librdkafka), the KV API and
+the admin API. ``kill``, ``start`` and ``down`` print one JSON object each too. ``local`` clusters
+are processes on 127.0.0.x (``harness/cluster_local.py``); ``docker`` and ``netns`` clusters are
+containers or network namespaces (``harness/cluster_remote.py``); ``kill``/``start``/``down``
+find the backend in ``DIR/cluster.json``. ``down`` without ``--dir`` removes everything any
+kraftwerk run left on this machine (labelled containers and networks, namespaces, local nodes).
+
+Exit codes: 0 done, 254 bad options or input (the message names the option), 255 the cluster
+failed (did not come up, a node would not die, …).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from harness import cluster_local as local
+from harness import cluster_remote as remote
+from harness.argtypes import positive_float, positive_int
+
+__all__ = ["add_arguments", "run_cluster"]
+
+BACKENDS = ("local", "netns", "docker")
+
+
+def _topic_partition(text: str) -> tuple[str, int]:
+    topic, sep, index = text.rpartition(":")
+    if not sep or not topic or not index.isdigit():
+        raise argparse.ArgumentTypeError(f"expected TOPIC:PARTITION (e.g. t:0), got {text!r}")
+    return topic, int(index)
+
+
+def _override(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``up``/``kill``/``start``/``down`` subcommands to ``kraftwerk cluster``."""
+    sub = parser.add_subparsers(dest="cluster_command", metavar="ACTION", parser_class=type(parser))
+    up = sub.add_parser(
+        "up",
+        help="start a cluster and leave it running; print its bootstrap servers as JSON",
+        description="Start N combined controller+broker nodes, wait until a leader is elected and every broker "
+        "is registered, write DIR/cluster.json and print "
+        '{"bootstrap": "host:port,…", "nodes": [{"id", "host", "port"}, …]}.',
+        epilog="Local nodes bind 127.0.0.2…127.0.0.(N+1) (127.0.0.1 with distinct ports if those cannot be "
+        "bound); docker nodes are containers (node image built if missing) and netns nodes network namespaces "
+        "(root), each listening on its cluster address at 9092, reachable from this machine. "
+        f"Clusters use {local.LOCAL_DEFAULTS} unless overridden. "
+        "Exit code: 0 up, 254 bad options, 255 the cluster did not come up (nothing is left running).",
+    )
+    up.add_argument(
+        "--backend",
+        required=True,
+        choices=BACKENDS,
+        help="where the nodes run: local processes, docker containers or network namespaces",
+    )
+    up.add_argument("--nodes", type=positive_int, default=3, metavar="N", help="number of nodes (default 3)")
+    up.add_argument("--dir", required=True, type=Path, metavar="DIR", help="cluster directory (configs, data, logs)")
+    up.add_argument("--bug", action="append", default=[], metavar="NAME", help="turn on a seeded bug (repeatable)")
+    up.add_argument(
+        "--base-port",
+        type=positive_int,
+        default=None,
+        metavar="P",
+        help="local only: node i listens on P+2(i-1) (client) and P+2(i-1)+1 (controller); default: free ports",
+    )
+    up.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        type=_override,
+        metavar="KEY=VALUE",
+        help="a node.properties setting for every node (repeatable), e.g. min.insync.replicas=2",
+    )
+    up.add_argument("--timeout", type=positive_float, default=30.0, metavar="S", help="wait at most S s (default 30)")
+
+    kill = sub.add_parser(
+        "kill",
+        help="SIGKILL one node, or the current leader of a partition",
+        description="SIGKILL a node of the cluster in DIR, chosen by id or as the leader of TOPIC:PARTITION "
+        '(from Kafka Metadata). Prints {"node", "pid", "killed"}.',
+    )
+    kill.add_argument("--dir", required=True, type=Path, metavar="DIR")
+    which = kill.add_mutually_exclusive_group(required=True)
+    which.add_argument("--node", type=positive_int, metavar="ID", help="the node id")
+    which.add_argument("--leader", type=_topic_partition, metavar="TOPIC:PARTITION", help="e.g. t:0")
+
+    start = sub.add_parser(
+        "start",
+        help="start a killed or stopped node again (same config and data)",
+        description="Restart node ID of the cluster in DIR and wait until it has rejoined.",
+    )
+    start.add_argument("--dir", required=True, type=Path, metavar="DIR")
+    start.add_argument("--node", required=True, type=positive_int, metavar="ID")
+    start.add_argument(
+        "--timeout", type=positive_float, default=30.0, metavar="S", help="wait at most S s (default 30)"
+    )
+
+    down = sub.add_parser(
+        "down",
+        help="stop and remove a cluster, or everything crashed runs left; idempotent",
+        description="Stop the cluster in DIR (local: SIGTERM every node, SIGKILL those still running after "
+        "--timeout; docker/netns: remove its containers and network, or namespaces, links and directories). "
+        "Without --dir: remove everything any kraftwerk run left on this machine — docker containers and "
+        "networks labelled org.kraftwerk.managed, kw-* namespaces, local node processes, chains and directories.",
+    )
+    which_down = down.add_mutually_exclusive_group()
+    which_down.add_argument(
+        "--dir", type=Path, default=None, metavar="DIR", help="the cluster (default: every leftover)"
+    )
+    which_down.add_argument(
+        "--cluster",
+        default=None,
+        metavar="ID",
+        help="remove what is left of the cluster with this id (cluster.json of a run), on any backend",
+    )
+    down.add_argument(
+        "--timeout", type=positive_float, default=10.0, metavar="S", help="SIGKILL after S s (default 10)"
+    )
+
+
+def run_cluster(args: argparse.Namespace) -> int:
+    """Run one ``kraftwerk cluster`` action; returns the exit code."""
+    action = getattr(args, "cluster_command", None)
+    if action is None:
+        print("kraftwerk cluster: choose an action: up, kill, start or down (see --help)", file=sys.stderr)
+        return local.EXIT_BAD_INPUT
+    try:
+        if action == "up" and args.backend in remote.REMOTE_BACKENDS:
+            if args.base_port is not None:
+                print(
+                    f"kraftwerk cluster up: --base-port is for --backend local only "
+                    f"({args.backend} nodes listen on their own addresses)",
+                    file=sys.stderr,
+                )
+                return local.EXIT_BAD_INPUT
+            result = remote.up(
+                args.dir, args.backend, args.nodes, bugs=args.bug, overrides=dict(args.override), timeout=args.timeout
+            )
+        elif action == "up":
+            result = local.up(
+                args.dir,
+                args.nodes,
+                bugs=args.bug,
+                base_port=args.base_port,
+                overrides=dict(args.override),
+                timeout=args.timeout,
+            )
+        elif action == "down" and args.dir is None:
+            result = remote.down_everything(args.cluster)
+        elif action == "kill":
+            mod = remote if remote.is_remote(args.dir) else local
+            result = mod.kill(args.dir, node_id=args.node, leader=args.leader)
+        elif action == "start":
+            mod = remote if remote.is_remote(args.dir) else local
+            result = mod.start(args.dir, args.node, timeout=args.timeout)
+        elif remote.is_remote(args.dir):
+            result = remote.down(args.dir)
+        else:
+            result = local.down(args.dir, timeout=args.timeout)
+    except local.ClusterError as exc:
+        print(f"kraftwerk cluster {action}: {exc}", file=sys.stderr)
+        return exc.code
+    print(json.dumps(result), flush=True)
+    return 0

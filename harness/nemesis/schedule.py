@@ -1,0 +1,121 @@
+"""Seeded fault schedules: which faults start and stop when, on which nodes.
+
+Each enabled fault package is a flip-flop (start, stop, start, …) with random
+intervals, as Jepsen's combined packages; packages overlap freely. The schedule
+is concrete data (`schedule.json`), so a run can be driven again without the
+random source; only `leader` targets are resolved when the fault fires.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from harness.nemesis import partitions
+
+SECOND = 1_000_000_000
+MS = 1_000_000
+PACKAGES = ("partition", "kill", "pause", "clock")
+# Each package: (start f, stop f)
+FLIP_FLOP = {
+    "partition": ("start-partition", "stop-partition"),
+    "kill": ("kill", "start"),
+    "pause": ("pause", "resume"),
+    "clock": ("bump-clock", "reset-clock"),
+}
+HEAL = {"partition": "stop-partition", "kill": "start", "pause": "resume", "clock": "reset-clock"}
+
+
+def _parse_names(text: str, known: tuple[str, ...], what: str, none_ok: bool) -> tuple[str, ...]:
+    """A comma-separated choice from `known` (deduplicated, in order); `all` → every one; `none` or ''
+    → () when `none_ok`; anything else is a ValueError naming `what`."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if none_ok and names in (["none"], []):
+        return ()
+    if names == ["all"]:
+        return known
+    if not names:
+        raise ValueError(f"no {what} given")
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        extra = "all, none" if none_ok else "all"
+        raise ValueError(f"unknown {what} {', '.join(unknown)} (expected any of {', '.join(known)}, {extra})")
+    return tuple(dict.fromkeys(names))
+
+
+def parse_nemeses(text: str) -> list[str]:
+    """`partition,kill` → ['partition', 'kill']; `none` or '' → []; `all` → every package."""
+    return list(_parse_names(text, PACKAGES, "nemesis", none_ok=True))
+
+
+def _targets(rng: random.Random, nodes: list[str]) -> list[str] | str:
+    """A node spec: one node, a minority, a majority, all, or the leader (resolved later)."""
+    r = rng.random()
+    n = len(nodes)
+    if r < 0.4:
+        return "leader"
+    if r < 0.65:
+        k = 1
+    elif r < 0.85:
+        k = max(1, (n - 1) // 2)
+    elif r < 0.95:
+        k = n // 2 + 1
+    else:
+        k = n
+    return sorted(rng.sample(nodes, k), key=nodes.index)
+
+
+def parse_partition_kinds(text: str) -> tuple[str, ...]:
+    """`leader,one` → ('leader', 'one'); `all` → every kind; unknown kinds are a ValueError."""
+    return _parse_names(text, partitions.KINDS, "partition kind", none_ok=False)
+
+
+def _start_value(package: str, rng: random.Random, nodes: list[str], kinds: tuple[str, ...]) -> Any:
+    if package == "partition":
+        kind = rng.choice(kinds)
+        if kind == "leader":
+            return {"kind": "leader"}
+        return {"kind": kind, "grudge": partitions.make(kind, nodes, rng)}
+    if package in ("kill", "pause"):
+        return _targets(rng, nodes)
+    # clock: bump some nodes by ±2^k ms (about 16 ms to 32 s), optionally with drift
+    victims = sorted(rng.sample(nodes, rng.randint(1, len(nodes))), key=nodes.index)
+    return {
+        n: {
+            "delta-ms": rng.choice((-1, 1)) * int(2 ** rng.uniform(4, 15)),
+            "drift-ppm": rng.choice((0, 0, 1000, -1000, 20000)),
+        }
+        for n in victims
+    }
+
+
+def generate(
+    seed: int | str,
+    nodes: list[str],
+    packages: list[str],
+    time_limit_s: float,
+    interval_s: float = 5.0,
+    partition_kinds: tuple[str, ...] = partitions.KINDS,
+) -> list[dict[str, Any]]:
+    """The fault schedule for a run: events sorted by time ({"at": ns, "f", "value", "package"}).
+    Partitions are drawn from `partition_kinds` (Jepsen's partition targets)."""
+    rng = random.Random(f"nemesis-{seed}")
+    end = int(time_limit_s * SECOND)
+    events: list[dict[str, Any]] = []
+    for package in packages:
+        start_f, stop_f = FLIP_FLOP[package]
+        t = int(rng.uniform(0.5, 1.5) * interval_s * SECOND)
+        while t < end:
+            value = _start_value(package, rng, nodes, partition_kinds)
+            events.append({"at": t, "package": package, "f": start_f, "value": value})
+            if package == "kill" and rng.random() < 0.5:
+                # a quick crash-restart: the node comes back while the cluster still remembers it
+                t += int(rng.uniform(0.02, 1.0) * SECOND)
+            else:
+                t += int(rng.uniform(0.3, 1.2) * interval_s * SECOND)
+            if t >= end:
+                break
+            events.append({"at": t, "package": package, "f": stop_f, "value": None})
+            t += int(rng.uniform(0.5, 1.5) * interval_s * SECOND)
+    events.sort(key=lambda e: (e["at"], PACKAGES.index(e["package"])))
+    return events

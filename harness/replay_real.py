@@ -1,0 +1,617 @@
+"""`kraftwerk replay` on a real cluster: drive a stored schedule again, in real time, and count reproductions.
+
+A stored run (a real run, or a simulator run such as `RUN_DIR/minimal` with `--backend`) is
+turned into a `Plan`: its client operations (each at its time, on its node, from its client
+slot) and its fault events (at their times, with their targets, grudges and clock values).
+Each attempt is a normal real run (`harness.runner.run.run_real`, through the same code path as
+`kraftwerk test`) whose main phase is the plan instead of fresh random operations and faults;
+heal, recovery, final reads, collection and checking are the usual ones, and the attempt is
+stored like any run.
+
+Times: simulator and real schedules both count nanoseconds. A simulator run's clock starts when
+its nodes start, a real run's when the cluster is ready (leader elected and known to all), so a
+simulator schedule is shifted back by the moment its own cluster became ready (read from its
+events). Times are lower bounds: by default an item also waits for every operation or fault that
+had completed before it started in the stored run (from the stored history), so an operation that
+is slower on real hardware does not turn "read after the write" into "read during the write"
+(`--no-order` drives by the clock alone).
+
+Node names: the cluster is symmetric, so when the fresh cluster elects another leader than the
+stored run had at that moment, the two names are swapped throughout the plan (off with
+`--keep-node-names`); `leader` targets are resolved when the fault fires, as everywhere.
+
+An attempt reproduces the failure when its verdict is invalid with at least one anomaly type of
+the stored run's class. Simulator-only invariants (e.g. `MonotonicEpoch`) cannot be observed on a
+real cluster; they stand for the checker anomalies that are their visible consequences
+(`INVARIANT_EQUIVALENTS`, per workload), and the output says so.
+
+Queue runs: the ops are `assign` (value: the partition keys), `send` (value: the unique integer)
+and `poll` (key: the partition; it reads from the client's own position), and the real client
+(harness.runner.queue_workload) executes exactly those; a planned poll of a partition the
+client's current process is not assigned (its assign went to a process that crashed since) is
+answered `fail` without a request, as the simulator skips it. Queue ops need no node (the client
+asks for the partition's leader). The topic (partitions, replication factor, min ISR, unclean
+election) and the producer acks come from schedule.json (simulator runs) or test.json (real
+runs). A simulator queue run's times count from the start of its main phase (topic created and
+led), as a real run's do, so they are not shifted; only its history, on the simulator's clock, is
+brought to that origin to find the stored happens-before order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from checkers.errors import InputError
+from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
+from harness.runner import generator as gen
+
+SECOND = 1_000_000_000
+REAL_BACKENDS = ("docker", "netns", "local", "ssh")
+NEMESIS_PACKAGES = {
+    "start-partition": "partition",
+    "stop-partition": "partition",
+    "kill": "kill",
+    "start": "kill",
+    "pause": "pause",
+    "resume": "pause",
+    "bump-clock": "clock",
+    "reset-clock": "clock",
+}
+# what a simulator invariant's violation looks like to the checkers of a real run
+INVARIANT_EQUIVALENTS: dict[str, tuple[str, ...]] = {
+    "SingleLeader": ("multiple-leaders",),
+    "MonotonicEpoch": ("epoch-regression", "double-vote"),
+    "LogMatching": ("committed-divergence",),
+    "MonotonicHighWatermark": ("hw-regression",),
+    # a high watermark no majority holds on disk is lost by a crash: the data (nonlinearizable reads,
+    # diverging committed logs) or at least the watermark itself, which the cluster then reports lower
+    "MajorityReachedHighWatermark": ("nonlinearizable", "committed-divergence", "hw-regression"),
+    "ConsistentCommittedData": ("committed-divergence",),
+}
+# a queue run has no linearizability check: a metadata quorum that loses committed entries shows as
+# diverging committed logs, or as acknowledged records the brokers lose
+QUEUE_INVARIANT_EQUIVALENTS: dict[str, tuple[str, ...]] = {
+    **INVARIANT_EQUIVALENTS,
+    "MajorityReachedHighWatermark": ("committed-divergence", "lost-write", "hw-regression"),
+}
+WORKLOADS = ("register", "queue")
+ACKS_NAMES = {-1: "all", 1: "1", 0: "0"}  # schedule.json's acks (the simulator's integers) → `--acks`
+
+
+@dataclass
+class Plan:
+    """What one replay attempt drives: a stored run's schedule in real-run time (ns after the cluster is ready)."""
+
+    source: Path
+    source_backend: str
+    workload: str
+    seed: int
+    nodes: int
+    concurrency: int
+    time_limit: float  # seconds of the main phase on the real cluster
+    bugs: list[str]
+    nemeses: list[str]
+    events: list[dict[str, Any]]  # {"at", "package", "f", "value"}, sorted by "at"
+    ops: list[dict[str, Any]]  # {"at", "client", "f", "key", "value", "node"}, sorted by "at"
+    shift_ns: int = 0  # subtracted from the stored times (the simulator's own time to a ready cluster)
+    leader: str | None = None  # the stored run's leader when its main phase began
+    stored_anomalies: list[str] = field(default_factory=list)
+    test: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what the real cluster does differently
+    queue: dict[str, Any] = field(default_factory=dict)  # queue runs: acks, min-isr, replication-factor, …
+
+    @property
+    def names(self) -> list[str]:
+        return [f"n{i}" for i in range(1, self.nodes + 1)]
+
+    def target(self) -> tuple[frozenset[str], list[str]]:
+        """The anomaly class that counts as a reproduction, and how simulator-only names were mapped."""
+        out: set[str] = set()
+        mapped = []
+        equivalents = QUEUE_INVARIANT_EQUIVALENTS if self.workload == "queue" else INVARIANT_EQUIVALENTS
+        for a in self.stored_anomalies:
+            if a in equivalents:
+                out.update(equivalents[a])
+                mapped.append(f"{a} → {' / '.join(equivalents[a])}")
+            else:
+                out.add(a)
+        return frozenset(out), mapped
+
+
+def ready_point(events: Sequence[Mapping[str, Any]], names: Sequence[str]) -> tuple[int | None, str | None]:
+    """(time, leader) of the first moment every node's latest state names the same leader in the same epoch."""
+    last: dict[str, tuple[Any, Any]] = {}
+    for e in events:
+        if e.get("type") != "state" or e.get("node") not in names:
+            continue
+        last[str(e["node"])] = (e.get("epoch"), e.get("leader"))
+        if len(last) == len(names) and len(set(last.values())) == 1:
+            _, leader = next(iter(last.values()))
+            if leader is not None:
+                return int(e.get("time") or 0), str(leader)
+    return None, None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"missing {path.name} (is this a kraftwerk run directory?)", str(path.parent)) from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"unreadable JSON in {path.name}: {e.msg}", str(path.parent)) from None
+
+
+def _read_events(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            break  # a torn last line
+    return out
+
+
+def load_plan(run_dir: str | Path) -> Plan:
+    """The plan of a stored run (real or simulated); InputError for anything that cannot be replayed for real."""
+    d = Path(run_dir)
+    if not d.is_dir():
+        raise InputError("not a run directory", str(d))
+    test = _read_json(d / "test.json")
+    doc = _read_json(d / "schedule.json")
+    for name in ("seed", "nodes", "concurrency", "time-limit", "nemesis", "ops"):
+        if name not in doc:
+            raise InputError(f"schedule.json has no {name!r} (written by an older kraftwerk?)", str(d))
+    workload = doc.get("workload") or test.get("workload", "register")
+    if workload not in WORKLOADS:
+        raise InputError(
+            f"the run uses the {workload!r} workload; replaying on a real cluster supports {' and '.join(WORKLOADS)}",
+            str(d),
+        )
+    queue = workload == "queue"
+    source_backend = str(test.get("backend", "sim"))
+    nodes, concurrency = int(doc["nodes"]), int(doc["concurrency"])
+    limit = float(doc["time-limit"])
+    end = int(limit * SECOND)
+    names = [f"n{i}" for i in range(1, nodes + 1)]
+    notes: list[str] = []
+    shift, leader = 0, None
+    events_at, leader_at = ready_point(_read_events(d / "events.jsonl"), names)
+    if source_backend == "sim" and queue:
+        leader = leader_at
+        notes.append(
+            "simulator queue times count from the start of its main phase (topic created and led), as a real "
+            "run's do: not shifted"
+        )
+        notes.append(
+            "not the same on a real cluster: network latency and message order, the simulated disk, process, "
+            "election and partition-leader timing (faults aimed at `leader` hit whoever leads then)"
+        )
+    elif source_backend == "sim":
+        # the simulator's clock starts with its nodes; a real run's main phase starts once the cluster is ready
+        shift = events_at or 0
+        leader = leader_at
+        notes.append(
+            f"simulator times count from the nodes' start; shifted back by {shift / SECOND:.3f} s, when the "
+            f"simulated cluster became ready (leader {leader or 'unknown'})"
+        )
+        notes.append(
+            "not the same on a real cluster: network latency and message order, the simulated disk (a crash "
+            "loses unflushed writes; a killed process keeps what it wrote to the OS), process and election timing"
+        )
+    else:
+        leader = leader_at
+    events = []
+    for e in doc["nemesis"]:
+        f = e.get("f")
+        if f not in NEMESIS_PACKAGES:
+            raise InputError(f"schedule.json: nemesis op {f!r} cannot be replayed on a real cluster", str(d))
+        at = int(e["at"])
+        if source_backend == "sim" and at >= end:
+            continue  # the simulator never fires these either
+        package = e.get("package") or NEMESIS_PACKAGES[f]
+        events.append({"at": at, "package": package, "f": f, "value": e.get("value")})
+    ops = []
+    for o in doc["ops"]:
+        if not 0 <= int(o["client"]) < concurrency:
+            raise InputError(f"schedule.json: op for client {o['client']}, but concurrency is {concurrency}", str(d))
+        if o.get("node") not in names and not (queue and o.get("node") is None):
+            raise InputError(f"schedule.json: op on node {o.get('node')!r}, not one of {', '.join(names)}", str(d))
+        at = int(o["at"])
+        if at >= end:
+            continue
+        ops.append(
+            {
+                "at": at,
+                "client": int(o["client"]),
+                "f": o["f"],
+                "key": o["key"],
+                "value": o.get("value"),
+                "node": o.get("node"),
+            }
+        )
+    events.sort(key=lambda e: e["at"])  # stable: the order they fired in
+    ops.sort(key=lambda o: o["at"])
+    history = _read_events(d / "history.jsonl")
+    if queue and source_backend == "sim":
+        history = _from_origin(history, doc["ops"], doc["nemesis"])
+    order(ops, events, history, concurrency)
+    for item in ops + events:
+        item["at"] = max(0, item["at"] - shift)
+    nemeses = sorted({e["package"] for e in events} | set(test.get("nemesis", []) if source_backend != "sim" else []))
+    results_path = d / "results.json"
+    stored = _read_json(results_path).get("anomaly-types", []) if results_path.exists() else []
+    return Plan(
+        source=d,
+        source_backend=source_backend,
+        workload=workload,
+        seed=int(doc["seed"]),
+        nodes=nodes,
+        concurrency=concurrency,
+        time_limit=max(0.1, (end - shift) / SECOND),  # the heal starts when it did in the stored run
+        bugs=sorted(set(doc.get("bugs", test.get("bugs", [])))),
+        nemeses=nemeses,
+        events=events,
+        ops=ops,
+        shift_ns=shift,
+        leader=leader,
+        stored_anomalies=list(stored),
+        test=test,
+        notes=notes,
+        queue=queue_options(doc, test, nodes) if queue else {},
+    )
+
+
+def _from_origin(
+    history: list[dict[str, Any]], ops: Sequence[Mapping[str, Any]], nemesis: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """A simulator queue history with its times counted from the main phase's start, as its schedule's are.
+
+    The start is not stored; the first scheduled op (or fault) was recorded in the history at that start
+    plus its `at`, so the difference of the two is the start."""
+    first_op = min((int(o["at"]) for o in ops), default=None)
+    first_invoke = min(
+        (int(r["time"]) for r in history if isinstance(r.get("process"), int) and r.get("type") == "invoke"),
+        default=None,
+    )
+    origin = 0
+    if first_op is not None and first_invoke is not None:
+        origin = first_invoke - first_op
+    else:
+        first_event = min((int(e["at"]) for e in nemesis), default=None)
+        first_info = min((int(r["time"]) for r in history if r.get("process") == "nemesis"), default=None)
+        if first_event is not None and first_info is not None:
+            origin = first_info - first_event
+    return [{**r, "time": int(r.get("time", 0)) - origin} for r in history]
+
+
+def queue_options(doc: Mapping[str, Any], test: Mapping[str, Any], nodes: int) -> dict[str, Any]:
+    """The topic and producer options of a stored queue run, as `kraftwerk test` names them (`--acks` …)."""
+
+    def get(name: str, default: Any) -> Any:
+        return doc.get(name, test.get(name, default))
+
+    acks = get("acks", "all")
+    if isinstance(acks, int):
+        acks = ACKS_NAMES.get(acks, str(acks))
+    return {
+        "acks": str(acks),
+        "partitions": int(get("partitions", 3)),
+        "replication-factor": int(get("replication-factor", min(3, nodes))),
+        "min-isr": int(get("min-isr", 2)),
+        "unclean": bool(get("unclean", False)),
+        "allow": list(test.get("allow", [])),
+    }
+
+
+def rename(value: Any, mapping: Mapping[str, str]) -> Any:
+    """A schedule value with node names mapped (lists, grudges, clock changes; `leader`/`all` kept)."""
+    if isinstance(value, str):
+        return mapping.get(value, value)
+    if isinstance(value, list):
+        return [rename(v, mapping) for v in value]
+    if isinstance(value, dict):
+        return {mapping.get(k, k): (v if k == "kind" else rename(v, mapping)) for k, v in value.items()}
+    return value
+
+
+def swap(a: str | None, b: str | None) -> dict[str, str]:
+    """The renaming that exchanges two node names (nothing if either is unknown or they are equal)."""
+    if a is None or b is None or a == b:
+        return {}
+    return {a: b, b: a}
+
+
+def order(
+    ops: list[dict[str, Any]], events: list[dict[str, Any]], history: Sequence[Mapping[str, Any]], concurrency: int
+) -> None:
+    """Give every op and fault event a `seq` and `after`: the items of other lanes (client slots, the nemesis)
+    that had completed in the stored run before it started, as far as the stored history tells.
+
+    Client ops are matched to their history entries by (invoke time, slot, f, key); fault events to the
+    nemesis entries in order (a simulated fault completes when it fires).
+    """
+    done_at: dict[tuple[Any, ...], int] = {}
+    open_: dict[Any, tuple[Any, ...]] = {}
+    nemesis_times: list[int] = []
+    for row in history:
+        proc, typ = row.get("process"), row.get("type")
+        if proc == "nemesis":
+            nemesis_times.append(int(row.get("time", 0)))
+        elif isinstance(proc, int) and typ == "invoke":
+            open_[proc] = (int(row["time"]), proc % concurrency, row.get("f"), row.get("key"))
+        elif isinstance(proc, int) and proc in open_:
+            done_at[open_.pop(proc)] = int(row["time"])
+    items: list[tuple[Any, dict[str, Any], int | None]] = []  # (lane, item, completion time)
+    for i, o in enumerate(ops):
+        o["seq"] = i
+        items.append((o["client"], o, done_at.get((o["at"], o["client"], o["f"], o["key"]))))
+    for k, e in enumerate(events):
+        e["seq"] = len(ops) + k
+        items.append(("nemesis", e, nemesis_times[k] if k < len(nemesis_times) else e["at"]))
+    lanes: dict[Any, list[tuple[int, int]]] = {}  # lane -> [(completion, seq)] in lane order
+    for lane, item, done in sorted(items, key=lambda x: x[1]["at"]):
+        if done is not None:
+            lanes.setdefault(lane, []).append((done, item["seq"]))
+    for lane, item, _ in items:
+        after = []
+        for other, finished in lanes.items():
+            if other == lane:
+                continue  # a lane runs one item at a time anyway
+            before = [seq for done, seq in finished if done < item["at"]]
+            if before:
+                after.append(before[-1])  # a lane's items complete in order: its last one is enough
+        item["after"] = sorted(after)
+
+
+class _Replay(gen.Generator):
+    """Each lane's (client slot's, nemesis') items in order, each at anchor + its `at`, on the lane's current
+    process; with `ordered`, an item also waits until the items in its `after` have completed."""
+
+    def __init__(
+        self,
+        lanes: Mapping[Any, tuple[dict[str, Any], ...]],
+        limit_ns: int,
+        ordered: bool,
+        anchor: int | None = None,
+        done: frozenset[int] = frozenset(),
+        inflight: Mapping[Any, int] | None = None,
+    ) -> None:
+        self.lanes, self.limit, self.ordered, self.anchor = dict(lanes), limit_ns, ordered, anchor
+        self.done, self.inflight = done, dict(inflight or {})
+
+    def _with(self, **kw: Any) -> _Replay:
+        lanes = kw.pop("lanes", self.lanes)
+        state = {"anchor": self.anchor, "done": self.done, "inflight": self.inflight, **kw}
+        return _Replay(lanes, self.limit, self.ordered, **state)
+
+    def op(self, ctx: gen.Context) -> gen.Result:
+        anchor = self.anchor if self.anchor is not None else ctx.time
+        if not any(self.lanes.values()):
+            return None
+        if not self.ordered and ctx.time >= anchor + self.limit:
+            return None  # out of time, as the normal runner's time limit
+        best: tuple[int, Any, dict[str, Any]] | None = None
+        for lane, items in self.lanes.items():
+            if not items or lane not in ctx.free:
+                continue
+            item = items[0]
+            if self.ordered and not set(item.get("after", ())) <= self.done:
+                continue
+            t = anchor + int(item["at"])
+            if best is None or t < best[0]:
+                best = (t, lane, item)
+        if best is None:
+            return gen.PENDING, self._with(anchor=anchor)
+        t, lane, item = best
+        op = {k: v for k, v in item.items() if k not in ("after", "client", "seq")}
+        op.update(type="invoke", time=t, process=ctx.workers[lane])
+        lanes = {**self.lanes, lane: self.lanes[lane][1:]}
+        return op, self._with(anchor=anchor, lanes=lanes, inflight={**self.inflight, lane: item["seq"]})
+
+    def update(self, ctx: gen.Context, event: gen.Op) -> gen.Generator | None:
+        if event.get("type") not in ("ok", "fail", "info"):
+            return self
+        lane = ctx.thread_of(event.get("process"))
+        if lane not in self.inflight:
+            return self
+        inflight = {k: v for k, v in self.inflight.items() if k != lane}
+        return self._with(done=self.done | {self.inflight[lane]}, inflight=inflight)
+
+
+def replay_generator(plan: Plan, mapping: Mapping[str, str] | None = None, ordered: bool = True) -> gen.Generator:
+    """The main phase of a replay: each client slot's ops at their times (on their nodes), the fault
+    events at theirs, and nothing else until the time limit has passed (so healing starts on time).
+
+    `ordered`: an item also waits for what had completed before it started in the stored run, so the
+    stored happens-before order survives slower operations (the phase may then run past the limit);
+    otherwise items are driven by time alone and whatever is not started by the limit is dropped.
+    """
+    mapping = mapping or {}
+    lanes: dict[Any, list[dict[str, Any]]] = {}
+    for i, o in enumerate(plan.ops):
+        item = {"seq": i, **o, "node": rename(o["node"], mapping)}
+        lanes.setdefault(o["client"], []).append(item)
+    for k, e in enumerate(plan.events):
+        lanes.setdefault(gen.NEMESIS, []).append({"seq": len(plan.ops) + k, **e, "value": rename(e["value"], mapping)})
+    limit = int(plan.time_limit * SECOND)
+    kept = {lane: tuple(i for i in items if i["at"] < limit) for lane, items in lanes.items()}
+    return gen.any_of(gen.sleep(plan.time_limit), _Replay(kept, limit, ordered))
+
+
+def reproduced(results: Mapping[str, Any], target: frozenset[str]) -> bool:
+    """An invalid verdict sharing an anomaly type with the target class (any invalid one if the class is empty)."""
+    if results.get("valid") is not False:
+        return False
+    return not target or bool(target & set(results.get("anomaly-types", [])))
+
+
+def _namespace(plan: Plan, args: argparse.Namespace, make_main: Callable[[str | None], gen.Generator]) -> Any:
+    """The options `kraftwerk test` would have validated, for run_real (plus the replay hook)."""
+    test = plan.test
+    ns = argparse.Namespace(
+        workload=plan.workload,
+        backend=args.backend,
+        nemesis=",".join(plan.nemeses) or "none",
+        nodes=plan.nodes,
+        concurrency=plan.concurrency,
+        time_limit=plan.time_limit,
+        seed=plan.seed,
+        bug=list(plan.bugs),
+        interval=float(test.get("interval", 5.0)),
+        check_time_limit=args.check_time_limit,
+        quiet=args.quiet,
+        ssh_hosts=args.ssh_hosts or (test.get("ssh-hosts") if args.backend == "ssh" else None),
+        ssh_user=args.ssh_user or test.get("ssh-user") or "root",
+        ssh_key=args.ssh_key or test.get("ssh-key"),
+        ssh_known_hosts=args.ssh_known_hosts,
+        replay_schedule=make_main,
+        # the simulator's crashes lose unsynced writes: so do the replay's kills, unless told otherwise
+        lose_unsynced=not args.keep_unsynced and (plan.source_backend == "sim" or bool(test.get("lose-unsynced"))),
+    )
+    if plan.workload == "queue":
+        q = plan.queue or queue_options({}, test, plan.nodes)
+        ns.acks = q["acks"]
+        ns.partitions = q["partitions"]
+        ns.replication_factor = q["replication-factor"]
+        ns.min_isr = q["min-isr"]
+        ns.unclean = q["unclean"]
+        ns.allow = list(q["allow"])
+    return ns
+
+
+def run(args: argparse.Namespace) -> int:
+    """`kraftwerk replay RUN_DIR` on docker/netns/local/ssh; the exit code of harness.replay's epilog."""
+    from harness.store import new_run, write_json
+    from harness.test_command import _run_real, _validate, describe_test
+
+    try:
+        plan = load_plan(args.run_dir)
+    except InputError as e:
+        print(f"kraftwerk replay: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.backend is None:
+        if plan.source_backend == "sim":
+            print("kraftwerk replay: a simulator run needs --backend to replay on a real cluster", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        args.backend = plan.source_backend
+    target, mapped = plan.target()
+    print(
+        f"kraftwerk replay: {plan.source} ({plan.source_backend}, seed {plan.seed}) on {args.backend}: "
+        f"{plan.nodes} nodes, {plan.concurrency} clients, {len(plan.ops)} operations, {len(plan.events)} fault events "
+        f"({', '.join(plan.nemeses) or 'no faults'}) in {plan.time_limit:.1f} s; bugs {', '.join(plan.bugs) or 'none'}",
+        file=sys.stderr,
+    )
+    if plan.workload == "queue":
+        q = plan.queue
+        print(
+            f"  queue: {q['partitions']} partitions, replication factor {q['replication-factor']}, "
+            f"min ISR {q['min-isr']}, acks {q['acks']}{', unclean election' if q['unclean'] else ''}",
+            file=sys.stderr,
+        )
+    for note in plan.notes:
+        print(f"  note: {note}", file=sys.stderr)
+    if mapped:
+        print(
+            f"  note: simulator invariants are not observable on a real cluster; looking for their visible "
+            f"consequences instead: {'; '.join(mapped)}",
+            file=sys.stderr,
+        )
+    wanted = ", ".join(sorted(target)) if target else "any invalid verdict (the stored run has no anomalies)"
+    print(f"  reproduction = an invalid verdict with any of: {wanted}", file=sys.stderr)
+
+    swaps: list[dict[str, str]] = []
+
+    def make_main(leader: str | None) -> gen.Generator:
+        mapping = {} if args.keep_node_names else swap(plan.leader, leader)
+        swaps.append(mapping)
+        if mapping:
+            print(
+                f"  fresh cluster elected {leader}; the stored run's leader was {plan.leader}: "
+                f"swapping {plan.leader} ↔ {leader} in the schedule",
+                file=sys.stderr,
+            )
+        return replay_generator(plan, mapping, ordered=not args.no_order)
+
+    first = _namespace(plan, args, make_main)
+    problem = _validate(first)
+    if problem:
+        print(f"kraftwerk replay: cannot replay this run on --backend {args.backend}: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    name = args.name or f"{plan.test.get('name', 'run')}-replay-{args.backend}"
+    command = shlex.join(["kraftwerk", "replay", str(plan.source), "--backend", args.backend])
+    attempts: list[dict[str, Any]] = []
+    for attempt in range(1, args.times + 1):
+        ns = _namespace(plan, args, make_main)
+        ns.nemeses = first.nemeses
+        try:
+            run_dir = new_run(args.store, name)
+        except (OSError, ValueError) as e:
+            print(f"kraftwerk replay: cannot create a run under --store {args.store}: {e}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        test = describe_test(ns, name)
+        test["replay"] = {
+            "of": str(plan.source),
+            "source-backend": plan.source_backend,
+            "attempt": attempt,
+            "times": args.times,
+            "time-shift-seconds": round(plan.shift_ns / SECOND, 3),
+            "target-anomalies": sorted(target),
+        }
+        write_json(run_dir / "test.json", test)
+        print(f"attempt {attempt}/{args.times}: run directory {run_dir}", file=sys.stderr, flush=True)
+        code = _run_real(ns, run_dir, command)
+        if code == EXIT_INTERNAL or not (run_dir / "results.json").exists():
+            print(f"kraftwerk replay: attempt {attempt} failed in the harness (exit {code})", file=sys.stderr)
+            return EXIT_INTERNAL
+        results = json.loads((run_dir / "results.json").read_text())
+        if swaps and swaps[-1]:
+            test["replay"]["node-renaming"] = swaps[-1]
+            write_json(run_dir / "test.json", test)
+        hit = reproduced(results, target)
+        anomalies = sorted(results.get("anomaly-types", []))
+        attempts.append({"run": str(run_dir), "valid": results.get("valid"), "anomalies": anomalies, "reproduced": hit})
+        label = {True: "valid", False: "INVALID"}.get(results.get("valid"), "unknown")  # type: ignore[call-overload]
+        print(
+            f"replay {attempt}/{args.times}: {label} (anomalies: {', '.join(anomalies) or 'none'}) — "
+            + ("REPRODUCED" if hit else "not reproduced"),
+            file=sys.stderr,
+            flush=True,
+        )
+        if hit and not args.all:
+            break
+    k = sum(a["reproduced"] for a in attempts)
+    early = k and len(attempts) < args.times
+    seen = sorted({x for a in attempts if a["reproduced"] for x in a["anomalies"]})
+    print(
+        f"reproduced in {k} of {len(attempts)} attempts"
+        + (f" (anomaly classes {', '.join(seen)})" if k else f" (looked for {', '.join(sorted(target)) or 'any'})")
+        + (f"; stopped at the first reproduction (of up to {args.times}; --all runs them all)" if early else ""),
+        file=sys.stderr,
+    )
+    print(
+        json.dumps(
+            {
+                "source": str(plan.source),
+                "backend": args.backend,
+                "target": sorted(target),
+                "reproduced": k,
+                "attempts": len(attempts),
+                "times": args.times,
+                "runs": attempts,
+            }
+        )
+    )
+    if k:
+        return EXIT_INVALID
+    if any(a["valid"] is not True for a in attempts):
+        return EXIT_UNKNOWN
+    return EXIT_VALID

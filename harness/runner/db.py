@@ -1,0 +1,370 @@
+"""The system under test on real hosts: node.properties, node daemons, readiness, log collection.
+
+Each host runs one `python -m nodes --config <workdir>/node.properties` daemon (pidfile and
+output in its workdir, data and events.jsonl in <workdir>/data). The harness talks to the
+nodes over their client listener: KV operations (the workload) and AdminDescribe (role,
+epoch, leader), which is how "leader" fault targets are resolved and how readiness is judged.
+At the end `collect` stops the nodes, dumps each committed log (`python -m nodes dump-log`)
+and copies events.jsonl, node.log and the daemon output into the run directory.
+
+With `broker=True` (the queue workload) every node also runs the broker role
+(process.roles=controller,broker): Kafka clients use the same client listener, readiness also
+waits for every broker to be registered and unfenced, "leader" fault targets are the busiest
+partition leader, and `collect` first asks every running node for its committed partition
+batches (AdminDumpPartitions) and writes them to logs/partitions/<partition>/<node>.jsonl.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import heapq
+import json
+import shlex
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.backends.base import Host
+from harness.control.base import ControlError, DaemonSpec
+from harness.nemesis.real_common import on_hosts
+from nodes.runtime.kvclient import KvClient
+
+CONTROLLER_PORT = 9093
+CLIENT_PORT = 9092
+
+EnvSource = Callable[[Host], Mapping[str, str]]
+FATAL = "stopping: fatal: "  # node.log line of a node whose raft core stopped on an illegal state (exit 3)
+
+
+class ClusterNotReady(RuntimeError):
+    """The nodes did not elect a leader and answer within the time allowed."""
+
+
+class NodeDB:
+    """Configure, start, watch, stop and collect the node processes of a set of hosts."""
+
+    def __init__(
+        self,
+        hosts: Sequence[Host],
+        *,
+        bugs: Sequence[str] = (),
+        seed: int = 0,
+        ports: Mapping[str, tuple[int, int]] | None = None,
+        listen_any: bool = True,
+        env: EnvSource | None = None,
+        properties: Mapping[str, str] | None = None,
+        broker: bool = False,
+    ) -> None:
+        self.hosts = list(hosts)
+        self.by_name = {h.name: h for h in self.hosts}
+        for h in self.hosts:
+            if not h.name.startswith("n") or not h.name[1:].isdigit():
+                raise ValueError(f"node hosts must be named n<id>, not {h.name!r}")
+        self.bugs = sorted(set(bugs))
+        self.seed = seed
+        self.ports = dict(ports or {})
+        self.listen_any = listen_any
+        self.env = env
+        self.extra = dict(properties or {})
+        self.broker = broker
+        self.partition_logs: dict[str, dict[str, list[dict[str, Any]]]] = {}  # filled by collect (broker)
+        self._started = False
+
+    # ------------------------------------------------------------------ layout
+    @staticmethod
+    def node_id(h: Host) -> int:
+        return int(h.name[1:])
+
+    def controller_port(self, h: Host) -> int:
+        return self.ports.get(h.name, (CONTROLLER_PORT, CLIENT_PORT))[0]
+
+    def client_port(self, h: Host) -> int:
+        return self.ports.get(h.name, (CONTROLLER_PORT, CLIENT_PORT))[1]
+
+    @staticmethod
+    def data_dir(h: Host) -> str:
+        return f"{h.workdir}/data"
+
+    @staticmethod
+    def config_path(h: Host) -> str:
+        return f"{h.workdir}/node.properties"
+
+    @staticmethod
+    def pidfile(h: Host) -> str:
+        return f"{h.workdir}/node.pid"
+
+    @staticmethod
+    def logfile(h: Host) -> str:
+        return f"{h.workdir}/node.out"
+
+    def endpoints(self) -> dict[str, tuple[str, int]]:
+        """Client listener of every node: {name: (address, port)}."""
+        return {h.name: (h.address, self.client_port(h)) for h in self.hosts}
+
+    def properties(self, h: Host) -> str:
+        voters = ",".join(f"{self.node_id(x)}@{x.address}:{self.controller_port(x)}" for x in self.hosts)
+        bind = "0.0.0.0" if self.listen_any else h.address
+        props = {
+            "node.id": str(self.node_id(h)),
+            "process.roles": "controller,broker" if self.broker else "controller",
+            "controller.quorum.voters": voters,
+            "listeners": f"CONTROLLER://{bind}:{self.controller_port(h)},CLIENT://{bind}:{self.client_port(h)}",
+            **({"advertised.listeners": f"CLIENT://{h.address}:{self.client_port(h)}"} if self.broker else {}),
+            "log.dirs": self.data_dir(h),
+            "kraftwerk.bugs": ",".join(self.bugs),
+            "kraftwerk.seed": str((self.seed * 1009 + self.node_id(h)) % 2**31),
+            **self.extra,
+        }
+        return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def spec(self, h: Host) -> DaemonSpec:
+        """How to (re)start this host's node (the clock nemesis's environment included)."""
+        env = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        paths = [p for p in (h.faketime_sitedir, h.pythonpath) if p]
+        if paths:
+            env["PYTHONPATH"] = ":".join(paths)
+        if self.env is not None:
+            env.update(self.env(h))
+        return DaemonSpec(
+            [h.python, "-m", "nodes", "--config", self.config_path(h)],
+            pidfile=self.pidfile(h),
+            logfile=self.logfile(h),
+            cwd=h.workdir,
+            env=env,
+        )
+
+    # ------------------------------------------------------------------ life cycle
+    def install(self) -> None:
+        """Write every node's node.properties (and data directory)."""
+
+        def write(h: Host) -> None:
+            cfg = shlex.quote(self.config_path(h))
+            h.control.run(
+                f"mkdir -p {shlex.quote(self.data_dir(h))} && printf %s {shlex.quote(self.properties(h))} > {cfg}.tmp "
+                f"&& mv -f {cfg}.tmp {cfg}",
+                check=True,
+                timeout=30,
+            )
+
+        on_hosts(self.hosts, write)
+
+    def start_all(self) -> None:
+        self._started = True
+        on_hosts(self.hosts, lambda h: h.control.start_daemon(self.spec(h)))
+
+    def stop_all(self, timeout: float = 10.0) -> None:
+        """Graceful stop (SIGCONT + SIGTERM, SIGKILL after `timeout`) of every node still running."""
+        on_hosts(self.hosts, lambda h: h.control.stop_daemon(self.pidfile(h), timeout=timeout))
+        self._started = False
+
+    def __enter__(self) -> NodeDB:
+        """Start every node (call `install` first)."""
+        self.start_all()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._started:
+            with contextlib.suppress(Exception):
+                self.stop_all(timeout=5.0)
+
+    # ------------------------------------------------------------------ status
+    async def describe(self, name: str, timeout: float = 1.0) -> dict[str, Any] | None:
+        """A node's AdminDescribe status, or None if it does not answer within `timeout`."""
+        host, port = self.endpoints()[name]
+        client = KvClient(host, port, timeout=timeout, connect_timeout=timeout)
+        try:
+            return await asyncio.wait_for(client.describe(timeout=timeout), timeout + 0.5)
+        except Exception:  # noqa: BLE001 - any failure means "not answering"
+            return None
+        finally:
+            with contextlib.suppress(Exception):
+                await client.close()
+
+    async def describe_all(
+        self, timeout: float = 1.0, names: Sequence[str] | None = None
+    ) -> dict[str, dict[str, Any] | None]:
+        names = list(names) if names is not None else [h.name for h in self.hosts]
+        docs = await asyncio.gather(*(self.describe(n, timeout) for n in names))
+        return dict(zip(names, docs))
+
+    @staticmethod
+    def leader_of(statuses: Mapping[str, dict[str, Any] | None]) -> tuple[str | None, int]:
+        """(leader, epoch): the node that says it leads, with the highest epoch (DescribeQuorum's view)."""
+        best: tuple[str | None, int] = (None, -1)
+        for name, s in statuses.items():
+            if s and s.get("role") == "leader" and int(s.get("epoch", -1)) > best[1]:
+                best = (name, int(s["epoch"]))
+        return best
+
+    async def leader(self, timeout: float = 1.0) -> str | None:
+        return self.leader_of(await self.describe_all(timeout))[0]
+
+    @staticmethod
+    def healthy(statuses: Mapping[str, dict[str, Any] | None]) -> str | None:
+        """The leader if every node answers and follows it in its epoch, else None."""
+        leader, epoch = NodeDB.leader_of(statuses)
+        if leader is None or any(s is None for s in statuses.values()):
+            return None
+        lid = int(leader[1:])
+        for s in statuses.values():
+            if s is None or int(s.get("epoch", -1)) != epoch or s.get("leader") != lid:
+                return None
+        return leader
+
+    async def wait_ready(self, timeout: float, names: Sequence[str] | None = None) -> tuple[str, float]:
+        """Wait until a leader is elected and every node (of `names`) answers and knows it; (leader, seconds)."""
+        started = time.monotonic()
+        statuses: dict[str, dict[str, Any] | None] = {}
+        while time.monotonic() - started < timeout:
+            statuses = await self.describe_all(timeout=1.0, names=names)
+            leader = self.healthy(statuses)
+            if leader is not None and self.broker and not self.brokers_ready(statuses):
+                leader = None
+            if leader is not None:
+                return leader, time.monotonic() - started
+            await asyncio.sleep(0.1)
+        summary = {
+            n: (None if s is None else {k: s.get(k) for k in ("role", "epoch", "leader")}) for n, s in statuses.items()
+        }
+        raise ClusterNotReady(f"no leader known to every node within {timeout:g}s: {summary}")
+
+    @staticmethod
+    def brokers_ready(statuses: Mapping[str, dict[str, Any] | None]) -> bool:
+        """Every node answers as a registered, unfenced broker."""
+        return all(s is not None and (s.get("broker") or {}).get("fenced") is False for s in statuses.values())
+
+    @staticmethod
+    def partition_leaders(statuses: Mapping[str, dict[str, Any] | None]) -> dict[str, str]:
+        """{partition: leader} from the brokers' own views: for each partition, the node that says it
+        leads it in the highest leader epoch (a fenced old leader may still think it leads)."""
+        best: dict[str, tuple[int, str]] = {}
+        for name, s in statuses.items():
+            parts = ((s or {}).get("broker") or {}).get("partitions") or {}
+            for tp, p in parts.items():
+                if p.get("role") == "leader" and int(p.get("leader_epoch", -1)) > best.get(tp, (-2, ""))[0]:
+                    best[tp] = (int(p.get("leader_epoch", -1)), name)
+        return {tp: name for tp, (_, name) in sorted(best.items())}
+
+    async def partition_leader(self, timeout: float = 1.0) -> str | None:
+        """The node leading the most partitions (ties: the leader of the first such partition), else
+        the quorum leader: what a "leader" fault target means for the queue workload."""
+        statuses = await self.describe_all(timeout)
+        leaders = self.partition_leaders(statuses)
+        if not leaders:
+            return self.leader_of(statuses)[0]
+        counts: dict[str, int] = {}
+        for name in leaders.values():
+            counts[name] = counts.get(name, 0) + 1
+        return max(leaders.values(), key=lambda n: counts[n])
+
+    def running(self) -> dict[str, bool]:
+        return on_hosts(self.hosts, lambda h: h.control.daemon_status(self.pidfile(h)).running)
+
+    # ------------------------------------------------------------------ collection
+    def collect(self, run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]], dict[str, Any]]:
+        """Stop the nodes, then gather (merged events, committed-log dumps, notes) into run_dir.
+
+        Writes nodes/<node>/{events.jsonl,node.log,node.out,node.properties} and logs/<node>.jsonl;
+        with brokers, also logs/partitions/<partition>/<node>.jsonl (kept in `partition_logs`).
+        `notes["fatal"]` names the nodes that stopped themselves on an illegal state, with the reason.
+        """
+        notes: dict[str, Any] = {"bad-event-lines": {}, "missing": [], "fatal": {}}
+        if self.broker:
+            self.partition_logs = self._dump_partitions(run_dir, notes)
+        self.stop_all()
+
+        def fetch(h: Host) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+            out = run_dir / "nodes" / h.name
+            out.mkdir(parents=True, exist_ok=True)
+            for remote, local in (
+                (f"{self.data_dir(h)}/events.jsonl", "events.jsonl"),
+                (f"{self.data_dir(h)}/node.log", "node.log"),
+                (self.logfile(h), "node.out"),
+                (self.config_path(h), "node.properties"),
+            ):
+                try:
+                    (out / local).write_bytes(h.control.get_file(remote))
+                except ControlError:
+                    notes["missing"].append(f"{h.name}:{local}")
+            if (out / "node.log").exists():
+                text = (out / "node.log").read_text(errors="replace")
+                fatal = [line.split("stopping: fatal: ", 1)[1] for line in text.splitlines() if FATAL in line]
+                if fatal:
+                    notes["fatal"][h.name] = fatal
+            events, bad = _parse_jsonl(out / "events.jsonl")
+            if bad:
+                notes["bad-event-lines"][h.name] = bad
+            env = {"PYTHONPATH": h.pythonpath} if h.pythonpath else {}
+            r = h.control.run([h.python, "-m", "nodes", "dump-log", "--dir", self.data_dir(h)], env=env, timeout=120)
+            if not r.ok:
+                notes["missing"].append(f"{h.name}:dump-log ({r.stderr.strip()[-200:]})")
+                return events, None
+            return events, [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+
+        fetched = on_hosts(self.hosts, fetch)
+        per_node = [fetched[h.name][0] for h in self.hosts]
+        logs = {h.name: fetched[h.name][1] for h in self.hosts if fetched[h.name][1] is not None}
+        return merge_events(per_node), logs, notes  # type: ignore[return-value]
+
+    def _dump_partitions(self, run_dir: Path, notes: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        """Every answering broker's committed partition batches, {partition: {node: entries}}, also
+        written to logs/partitions/ (a node that does not answer is noted as missing)."""
+
+        async def one(name: str) -> dict[str, list[dict[str, Any]]] | None:
+            host, port = self.endpoints()[name]
+            client = KvClient(host, port, timeout=10.0, connect_timeout=2.0)
+            try:
+                return await asyncio.wait_for(client.dump_partitions(timeout=10.0), 12.0)
+            except Exception as e:  # noqa: BLE001 - a node that cannot answer has no dump
+                notes["missing"].append(f"{name}:partition-dump ({type(e).__name__}: {e})")
+                return None
+            finally:
+                with contextlib.suppress(Exception):
+                    await client.close()
+
+        async def every() -> list[dict[str, list[dict[str, Any]]] | None]:
+            return await asyncio.gather(*(one(h.name) for h in self.hosts))
+
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:  # callable with or without a running loop
+            dumps = pool.submit(asyncio.run, every()).result()
+        out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        for h, dump in zip(self.hosts, dumps):
+            for tp, entries in sorted((dump or {}).items()):
+                out.setdefault(tp, {})[h.name] = entries
+        for tp, per_node in out.items():
+            (run_dir / "logs" / "partitions" / tp).mkdir(parents=True, exist_ok=True)
+            for node, entries in per_node.items():
+                text = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries)
+                (run_dir / "logs" / "partitions" / tp / f"{node}.jsonl").write_text(text, encoding="utf-8")
+        return out
+
+
+def _parse_jsonl(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """Objects of a JSONL file; unparsable lines (a torn last line after a kill) are skipped and counted."""
+    if not path.exists():
+        return [], 0
+    rows, bad = [], 0
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        if isinstance(obj, dict):
+            rows.append(obj)
+        else:
+            bad += 1
+    return rows, bad
+
+
+def merge_events(per_node: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One stream of every node's events, roughly by time, never reordering one node's events."""
+    streams = [
+        [(e["time"] if isinstance(e.get("time"), int) else 0, i, e) for e in evs] for i, evs in enumerate(per_node)
+    ]
+    return [e for _, _, e in heapq.merge(*streams, key=lambda x: (x[0], x[1]))]

@@ -1,0 +1,231 @@
+"""The `local` backend: node processes on this machine, each on its own 127.0.0.x address.
+
+No root needed for kill, pause (signals) and clock faults (libfaketime LD_PRELOAD). Nodes
+bind their listeners to their own loopback address and — through the `localsite`
+sitecustomize put on their PYTHONPATH — their outgoing connections too, so a packet's
+source address says which node sent it. That is what makes partitions possible (root
+only): one iptables chain `KW-<cluster>` jumped to from INPUT holds
+`-s <sender> -d <receiver> -j DROP` rules; loopback traffic of anything else is untouched.
+
+Layout: `$KRAFTWERK_LOCAL_DIR` (default /tmp/kraftwerk-local-<uid>)/<cluster>/<node>/ per node,
+plus cluster.json; `down()` kills what a crashed run left and removes directory and chain.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from harness.backends.base import Backend, BackendError, Host
+from harness.control.netns import NetnsTransport
+from harness.nemesis.partitions import Grudge
+from harness.nemesis.real_net import PartitionNemesis, validate_grudge
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+LOCALSITE = Path(__file__).resolve().parent / "localsite"
+BASE_DIR = Path(os.environ.get("KRAFTWERK_LOCAL_DIR", f"/tmp/kraftwerk-local-{os.getuid()}"))
+CHAIN_PREFIX = "KW-"
+
+
+def chain_name(cluster_id: str) -> str:
+    return f"{CHAIN_PREFIX}{cluster_id}"
+
+
+def can_partition() -> str | None:
+    """None if loopback partitions are possible here, else why not."""
+    if os.geteuid() != 0:
+        return "partitions on the local backend need root (iptables rules on lo); run as root or drop `partition`"
+    if shutil.which("iptables") is None:
+        return "partitions on the local backend need iptables (apt-get install iptables)"
+    return None
+
+
+def _free_port(address: str, taken: set[int]) -> int:
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind((address, 0))
+            port = s.getsockname()[1]
+        if port not in taken:
+            taken.add(port)
+            return port
+    raise BackendError(f"no free port on {address}")
+
+
+class LocalBackend(Backend):
+    """Processes on 127.0.0.x (x chosen per cluster), ports chosen free; `ports[name]` = (controller, client)."""
+
+    kind = "local"
+
+    def __init__(self, cluster_id: str | None = None, base_dir: str | os.PathLike[str] | None = None) -> None:
+        super().__init__(cluster_id)
+        self.base_dir = Path(base_dir) if base_dir is not None else BASE_DIR
+        self.dir = self.base_dir / self.cluster_id
+        self.ports: dict[str, tuple[int, int]] = {}
+
+    def _create(self, names: list[str]) -> list[Host]:
+        if len(names) > 200:
+            raise BackendError("the local backend has room for at most 200 nodes")
+        first = 2 + int(self.cluster_id, 16) % (253 - len(names))
+        self.dir.mkdir(parents=True, exist_ok=True)
+        hosts, taken = [], set()
+        for i, name in enumerate(names):
+            address = f"127.0.0.{first + i}"
+            try:
+                self.ports[name] = (_free_port(address, taken), _free_port(address, taken))
+            except OSError as e:
+                raise BackendError(f"cannot bind {address} ({e}): the local backend needs all of 127/8 on lo") from e
+            workdir = self.dir / name
+            workdir.mkdir(parents=True, exist_ok=True)
+            hosts.append(
+                Host(
+                    name=name,
+                    address=address,
+                    control=NetnsTransport(name, None),
+                    workdir=str(workdir),
+                    iface="lo",
+                    python=sys.executable,
+                    pythonpath=str(ROOT),
+                    faketime_sitedir=str(LOCALSITE),
+                )
+            )
+        state = {
+            "cluster": self.cluster_id,
+            "created": time.time(),
+            "nodes": [{"name": h.name, "address": h.address, "ports": self.ports[h.name]} for h in hosts],
+        }
+        (self.dir / "cluster.json").write_text(json.dumps(state) + "\n")
+        return hosts
+
+    def _destroy(self) -> None:
+        destroy(self.cluster_id, self.base_dir)
+
+    @staticmethod
+    def node_env(host: Host) -> dict[str, str]:
+        """Environment that makes a node's outgoing connections leave from its own address."""
+        return {"KRAFTWERK_BIND_ADDRESS": host.address}
+
+
+class LocalPartitionNemesis(PartitionNemesis):
+    """Partitions between loopback addresses: one shared chain with `-s sender -d receiver` DROP rules."""
+
+    label = "partition nemesis (iptables on lo)"
+
+    def __init__(self, hosts: Iterable[Host], cluster_id: str) -> None:
+        super().__init__(list(hosts))
+        self.chain = chain_name(cluster_id)
+
+    def _iptables(self, script: str, check: bool = True) -> None:
+        r = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60)
+        if check and r.returncode != 0:
+            raise BackendError(f"iptables failed: {r.stderr.strip()}")
+
+    def setup(self) -> None:
+        self._armed()
+        c = self.chain
+        self._iptables(
+            f"iptables -w -N {c} 2>/dev/null; "
+            f"iptables -w -C INPUT -j {c} 2>/dev/null || iptables -w -I INPUT 1 -j {c}; iptables -w -F {c}"
+        )
+        self._ready = True
+
+    def start(self, grudge: Mapping[str, Iterable[str]]) -> Grudge:
+        if not self._ready:
+            self.setup()
+        clean = validate_grudge(grudge, list(self.hosts))
+        rules = [f"iptables -w -F {self.chain}"]
+        for dst, sources in clean.items():
+            for src in sources:
+                s, d = self.hosts[src].address, self.hosts[dst].address
+                rules.append(f"iptables -w -A {self.chain} -s {shlex.quote(s)} -d {shlex.quote(d)} -j DROP")
+        self._iptables(" && ".join(rules))
+        self.active = {k: v for k, v in clean.items() if v}
+        return dict(self.active)
+
+    def heal(self) -> None:
+        if self._ready:
+            self._iptables(f"iptables -w -F {self.chain}")
+        self.active = {}
+
+    def rules(self, node: str) -> list[str]:
+        out = subprocess.run(["iptables", "-w", "-S", self.chain], capture_output=True, text=True).stdout
+        addr = self.hosts[node].address
+        return [line for line in out.splitlines() if line.startswith("-A ") and f"-d {addr}/32" in line]
+
+    def teardown(self) -> None:
+        if self._ready or self._token is not None:
+            remove_chain(self.chain)
+        self.active = {}
+        self._ready = False
+        self._disarmed()
+
+
+def remove_chain(chain: str) -> None:
+    """Remove a chain and every INPUT jump to it (no error if it does not exist or we are not root)."""
+    if os.geteuid() != 0 or shutil.which("iptables") is None:
+        return
+    subprocess.run(
+        [
+            "sh",
+            "-c",
+            f"while iptables -w -D INPUT -j {chain} 2>/dev/null; do :; done; "
+            f"iptables -w -F {chain} 2>/dev/null; iptables -w -X {chain} 2>/dev/null; true",
+        ],
+        capture_output=True,
+        timeout=60,
+    )
+
+
+def _chains() -> list[str]:
+    if os.geteuid() != 0 or shutil.which("iptables") is None:
+        return []
+    out = subprocess.run(["iptables", "-w", "-S"], capture_output=True, text=True).stdout
+    return [line.split()[1] for line in out.splitlines() if line.startswith(f"-N {CHAIN_PREFIX}")]
+
+
+def destroy(cluster_id: str, base_dir: Path | None = None) -> list[str]:
+    """Kill the cluster's processes (by pidfile), remove its chain and directory; what was removed."""
+    removed = []
+    d = (base_dir or BASE_DIR) / cluster_id
+    if d.exists():
+        control = NetnsTransport("local", None)
+        for pidfile in sorted(d.glob("*/*.pid")):
+            with contextlib.suppress(Exception):
+                if control.kill_daemon(str(pidfile), timeout=5) is not None:
+                    removed.append(f"process {pidfile}")
+    chain = chain_name(cluster_id)
+    if chain in _chains():
+        remove_chain(chain)
+        removed.append(f"chain {chain}")
+    if d.exists():
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(f"dir {d}")
+    return removed
+
+
+def leftovers(base_dir: Path | None = None) -> list[str]:
+    """Directories and iptables chains of any local cluster that still exist."""
+    d = base_dir or BASE_DIR
+    found = [f"dir {p}" for p in sorted(d.iterdir())] if d.exists() else []
+    return found + [f"chain {c}" for c in _chains()]
+
+
+def down(cluster_id: str | None = None, base_dir: Path | None = None) -> list[str]:
+    """Remove one local cluster, or every one (processes, chains, directories)."""
+    if cluster_id is not None:
+        return destroy(cluster_id, base_dir)
+    d = base_dir or BASE_DIR
+    ids = {p.name for p in d.iterdir() if p.is_dir()} if d.exists() else set()
+    ids |= {c[len(CHAIN_PREFIX) :] for c in _chains()}
+    removed = []
+    for cid in sorted(ids):
+        removed += destroy(cid, base_dir)
+    return removed

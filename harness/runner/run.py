@@ -1,0 +1,339 @@
+"""One chaos test on a real cluster (docker, netns, local or ssh), from hosts to verdict.
+
+1. hosts: create the backend's hosts (containers, namespaces, loopback addresses, SSH hosts);
+2. nemesis setup (iptables chains, libfaketime files), node.properties, start every node;
+   wait until a leader is elected and every node answers and knows it (`ready-seconds`);
+3. main phase (`--time-limit`): clients run the workload at a staggered rate while the
+   seeded schedule (harness.nemesis.schedule.generate) injects faults — any_of(clients,
+   nemesis), each under the time limit;
+4. heal: stop partitions, resume, restart killed nodes, reset clocks (nemesis ops);
+   recover: wait for a leader known to every node; final: read every key until a read is ok;
+5. collect: stop nodes, copy events/logs, dump committed logs; tear everything down;
+6. check: linearizability (cas-register) + epochs, composed by `check_run`; a node that stopped
+   itself on an illegal state (its raft core's Fatal, exit 3) makes the run invalid (`node-fatal`),
+   as in the simulator.
+
+The queue workload (harness.runner.queue_workload) runs the nodes as brokers too: it creates its
+topic once the cluster is ready, drains every partition in the final phase, and is checked for
+the queue anomalies (`--allow`) and committed divergence of the brokers' partition logs.
+
+The history is appended and flushed as operations happen; schedule.json records what was
+really done (every nemesis event with resolved targets and time, every client op with its
+node and time), in the simulator's shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from checkers.history import History
+from harness.backends.base import Backend, BackendError, Host
+from harness.nemesis.partitions import KINDS
+from harness.nemesis.schedule import generate
+from harness.recorder import Recorder
+from harness.runner import generator as gen
+from harness.runner.db import ClusterNotReady, NodeDB
+from harness.runner.interpreter import Interpreter, monotonic_clock
+from harness.runner.nemesis import RunnerNemesis, parallel
+from harness.runner.progress import Progress
+from harness.runner.queue_workload import node_properties
+from harness.runner.workload import make_workload
+from harness.store import write_json, write_jsonl
+
+READY_TIMEOUT = 60.0  # seconds for the fresh cluster to elect a leader
+RECOVERY_TIMEOUT = 30.0  # seconds for the healed cluster to agree on a leader again
+FINAL_SECONDS = 20.0  # seconds allowed for the final reads
+RATE = 100.0  # client operations per second, all threads together (Jepsen's stagger)
+OP_TIMEOUT = 2.0  # seconds before a client gives up on an operation (→ info)
+
+
+def make_backend(args: argparse.Namespace, log: Callable[[str], None]) -> Backend:
+    """The backend `args.backend` names, ready to create hosts (BackendError if it cannot run here)."""
+    kind = args.backend
+    if kind == "docker":
+        from harness import image
+        from harness.backends.docker import DockerBackend
+
+        try:
+            built = image.build(log=log)
+        except image.ImageError as e:
+            raise BackendError(f"docker backend: {e}") from e
+        log(f"node image {built.tag} ({'built' if built.built else 'up to date'} in {built.seconds:.1f}s)")
+        return DockerBackend(image=built.tag)
+    if kind == "netns":
+        from harness.backends.netns import NetnsBackend
+
+        return NetnsBackend()
+    if kind == "local":
+        from harness.runner.local import LocalBackend
+
+        return LocalBackend()
+    if kind == "ssh":
+        from harness.runner.ssh import SshBackend, read_hosts
+
+        try:
+            targets = read_hosts(args.ssh_hosts)
+        except ValueError as e:
+            raise BackendError(f"--ssh-hosts: {e}") from e
+        return SshBackend(targets, user=args.ssh_user, key_filename=args.ssh_key, known_hosts=args.ssh_known_hosts)
+    raise BackendError(f"unknown real backend {kind!r}")
+
+
+def _host_record(backend: Backend, h: Host) -> dict[str, Any]:
+    rec: dict[str, Any] = {"name": h.name, "address": h.address, "workdir": h.workdir}
+    ports = getattr(backend, "ports", {})
+    if h.name in ports:
+        rec["ports"] = list(ports[h.name])
+    return rec
+
+
+def run_real(args: argparse.Namespace, run_dir: Path) -> tuple[dict[str, Any], History]:
+    """Run the test `args` describes (validated by harness.test_command); returns (results, history).
+
+    Raises BackendError (the backend cannot run here) or ClusterNotReady; Ctrl-C/SIGTERM unwind
+    through every `with`, so the cluster is healed, stopped and removed on every way out.
+    """
+    from harness.test_command import check_run
+
+    started = time.monotonic()
+    progress = Progress(args.quiet)
+    backend = make_backend(args, progress.say)
+    stats: dict[str, Any] = {"backend": args.backend, "seed": args.seed}
+    with backend:
+        creating = time.monotonic()
+        hosts = backend.create([f"n{i}" for i in range(1, args.nodes + 1)])
+        stats["cluster"] = backend.cluster_id
+        stats["hosts-seconds"] = round(time.monotonic() - creating, 2)
+        records = [_host_record(backend, h) for h in hosts]
+        write_json(run_dir / "cluster.json", {"backend": args.backend, "cluster": backend.cluster_id, "hosts": records})
+        progress.say(f"{args.backend} cluster {backend.cluster_id}: {len(hosts)} hosts in {stats['hosts-seconds']}s")
+        db, nemesis = _assemble(args, backend, hosts)
+        progress.faults = nemesis.active
+        workload = make_workload(args.workload, db.endpoints(), args.seed, timeout=OP_TIMEOUT, options=args)
+        with contextlib.ExitStack() as stack:
+            stack.callback(nemesis.teardown)
+            t = time.monotonic()
+            parallel(nemesis.setup, db.install)
+            stats["setup-seconds"] = round(time.monotonic() - t, 2)
+            t = time.monotonic()
+            with db:
+                stats["start-seconds"] = round(time.monotonic() - t, 2)
+                try:
+                    interp = _drive(args, run_dir, db, nemesis, workload, progress, stats, creating)
+                except ClusterNotReady:
+                    with contextlib.suppress(Exception):
+                        db.collect(run_dir)
+                    raise
+                t = time.monotonic()
+                events, logs, notes = db.collect(run_dir)
+                stats["collect-seconds"] = round(time.monotonic() - t, 2)
+    stats["wall-seconds"] = round(time.monotonic() - started, 2)
+    _write_run(args, run_dir, interp, events, logs, stats)
+    if any(notes.values()):
+        stats["collect-notes"] = notes
+    progress.say("checking…")
+    history = interp.recorder.history(str(run_dir / "history.jsonl"))
+    t = time.monotonic()
+    # as in the simulator: a node that stopped itself on an illegal state is a finding of its own
+    fatal = [{"node": n, "reason": r} for n, reasons in sorted(notes["fatal"].items()) for r in reasons]
+    invariants = {"valid": False, "anomaly-types": ["node-fatal"], "node-fatal": fatal} if fatal else None
+    results = check_run(
+        history,
+        events,
+        logs,
+        invariants,
+        workload.model,
+        args.check_time_limit,
+        partition_logs=db.partition_logs,  # queue: the brokers' committed partition batches
+        allow=getattr(args, "allow", ()),
+    )
+    stats["check-seconds"] = round(time.monotonic() - t, 2)
+    results["run"] = stats
+    return results, history
+
+
+def _assemble(args: argparse.Namespace, backend: Backend, hosts: list[Host]) -> tuple[NodeDB, RunnerNemesis]:
+    """The node daemons and the nemesis of these hosts, wired together (restarts get the clock env)."""
+    local = args.backend == "local"
+    queue = args.workload == "queue"  # the nodes are brokers too (Kafka clients on the client listener)
+    db = NodeDB(
+        hosts,
+        bugs=args.bug,
+        seed=args.seed,
+        ports=getattr(backend, "ports", None),
+        listen_any=not local,
+        broker=queue,
+        properties={
+            **(node_properties(args) if queue else {}),
+            **({"kraftwerk.volatile.writes": "true"} if getattr(args, "lose_unsynced", False) else {}),
+        },
+    )
+    partition = None
+    if local and "partition" in args.nemeses:
+        from harness.runner.local import LocalPartitionNemesis
+
+        partition = LocalPartitionNemesis(hosts, backend.cluster_id)
+    nemesis = RunnerNemesis(
+        hosts,
+        db.spec,
+        args.nemeses,
+        leader=db.partition_leader if queue else db.leader,
+        rng=random.Random(f"nemesis-run-{args.seed}"),
+        partition=partition,
+    )
+    if local:
+        from harness.runner.local import LocalBackend
+
+        db.env = lambda h: {**nemesis.clock_env(h), **LocalBackend.node_env(h)}
+    else:
+        db.env = nemesis.clock_env
+    return db, nemesis
+
+
+def _drive(
+    args: argparse.Namespace,
+    run_dir: Path,
+    db: NodeDB,
+    nemesis: RunnerNemesis,
+    workload: Any,
+    progress: Progress,
+    stats: dict[str, Any],
+    creating: float,
+) -> Interpreter:
+    """Wait for the cluster, then run every phase on one event loop; the interpreter that did it."""
+    with asyncio.Runner() as loop, progress:
+        leader, ready = loop.run(db.wait_ready(READY_TIMEOUT))
+        stats["election-seconds"] = round(ready, 2)
+        topic = loop.run(workload.setup(READY_TIMEOUT))
+        if topic:
+            stats["topic-seconds"] = round(topic, 2)
+        stats["ready-seconds"] = round(time.monotonic() - creating, 2)
+        progress.say(
+            f"cluster ready {stats['ready-seconds']:.1f}s after creating the hosts "
+            f"(leader {leader} elected and known to every node {ready:.1f}s after the nodes started)"
+        )
+        clock = monotonic_clock()
+        interp = Interpreter(
+            args.concurrency,
+            workload.client,
+            nemesis.apply,
+            Recorder(clock, run_dir / "history.jsonl"),
+            clock,
+            rng=random.Random(f"interpreter-{args.seed}"),
+            listener=progress.on_event,
+            log=progress.say,
+        )
+        try:
+            _phases(loop, interp, workload, nemesis, db, args, progress, stats, leader)
+        finally:
+            interp.recorder.close()
+        loop.run(interp.close())
+    return interp
+
+
+def _write_run(
+    args: argparse.Namespace,
+    run_dir: Path,
+    interp: Interpreter,
+    events: list[dict[str, Any]],
+    logs: dict[str, list[dict[str, Any]]],
+    stats: dict[str, Any],
+) -> None:
+    """events.jsonl, logs/<node>.jsonl and schedule.json (what was really done, in the simulator's shape)."""
+    write_jsonl(run_dir / "events.jsonl", events)
+    for node, entries in logs.items():
+        write_jsonl(run_dir / "logs" / f"{node}.jsonl", entries)
+    realised = interp.nemesis_log
+    write_json(
+        run_dir / "schedule.json",
+        {
+            "format": 1,
+            "workload": args.workload,
+            "backend": args.backend,
+            "seed": args.seed,
+            "nodes": args.nodes,
+            "concurrency": args.concurrency,
+            "time-limit": args.time_limit,
+            "bugs": sorted(set(args.bug)),
+            "nemesis": [e for e in realised if e.get("package")],
+            "heal": [e for e in realised if not e.get("package")],
+            "ops": sorted(interp.ops[: stats.pop("main-ops")], key=lambda o: o["at"]),
+        },
+    )
+    stats["nemesis-errors"] = [e for e in realised if e.get("error")]
+    stats["history-sha256"] = interp.recorder.digest()
+
+
+def _phases(
+    loop: asyncio.Runner,
+    interp: Interpreter,
+    workload: Any,
+    nemesis: RunnerNemesis,
+    db: NodeDB,
+    args: argparse.Namespace,
+    progress: Progress,
+    stats: dict[str, Any],
+    leader: str | None = None,
+) -> None:
+    """Main phase, heal, recovery, final reads (all recorded in the history)."""
+    limit = args.time_limit
+    replay = getattr(args, "replay_schedule", None)  # `kraftwerk replay`: a stored schedule (harness.replay_real)
+    if replay is not None:
+        main = replay(leader)
+    else:
+        kinds = getattr(args, "partition_kinds_parsed", None) or KINDS
+        schedule = generate(args.seed, [h.name for h in db.hosts], args.nemeses, limit, args.interval, kinds)
+        main = gen.any_of(
+            gen.clients(gen.time_limit(limit, gen.stagger(1.0 / RATE, workload.generator()))),
+            gen.nemesis(gen.time_limit(limit, gen.schedule(schedule))),
+        )
+    progress.set_phase("main", limit)
+    t = time.monotonic()
+    loop.run(interp.run(main))
+    stats["main-seconds"] = round(time.monotonic() - t, 2)
+    stats["main-ops"] = len(interp.ops)
+    stats["operations"] = len(interp.ops)
+    stats["ops-per-second"] = round(len(interp.ops) / max(stats["main-seconds"], 1e-9), 1)
+
+    progress.set_phase("heal")
+    loop.run(interp.run(gen.nemesis(nemesis.heal_ops())))
+    progress.set_phase("recover", RECOVERY_TIMEOUT)
+    t = time.monotonic()
+    # every node the nemesis stopped is running again; one that is not stopped by itself (a crash or a
+    # fatal safety check): wait for the others only, and not at all without a majority
+    running = [name for name, up in db.running().items() if up]
+    down = sorted(set(h.name for h in db.hosts) - set(running))
+    if down:
+        stats["exited-by-themselves"] = down
+        progress.say(f"warning: {', '.join(down)} exited on their own (see nodes/<node>/node.log)")
+    recovered = len(running) > len(db.hosts) // 2
+    if recovered:
+        try:
+            leader, _ = loop.run(db.wait_ready(RECOVERY_TIMEOUT, running))
+            progress.say(f"healed; leader {leader} known to every running node after {time.monotonic() - t:.1f}s")
+        except ClusterNotReady as e:
+            recovered = False
+            progress.say(f"warning: not recovered: {e}")
+    stats["recovered"] = recovered
+    stats["recovery-seconds"] = round(time.monotonic() - t, 2)
+
+    keys = sorted({o["key"] for o in interp.ops if o.get("key") is not None}, key=lambda k: (len(str(k)), str(k)))
+    final = workload.final(keys, args.concurrency) if len(running) > len(db.hosts) // 2 else None
+    progress.set_phase("final", FINAL_SECONDS)
+    start = len(interp.recorder.ops)
+    t = time.monotonic()
+    if final is not None:
+        loop.run(interp.run(gen.clients(gen.time_limit(FINAL_SECONDS, final))))
+    stats["final-seconds"] = round(time.monotonic() - t, 2)
+    read = {op.key for op in interp.recorder.ops[start:] if op.type == "ok" and op.f in ("read", "poll")}
+    stats["unread-keys"] = [k for k in keys if k not in read]
+    stats["operations"] = len(interp.ops)
+    stats["nemesis-events"] = len(interp.nemesis_log)
+    progress.set_phase("done")

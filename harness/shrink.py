@@ -1,0 +1,663 @@
+"""`kraftwerk shrink RUN_DIR`: find a smaller schedule that still fails the same way.
+
+A failing run's schedule (fault events and client operations) is cut down in the
+simulator, keeping only candidates that still give an invalid verdict sharing an
+anomaly type with the original ("the same anomaly class"):
+
+0. start smaller: fresh short runs (fewest nodes, two or three clients, a few
+   seconds of frequent faults) with the same bugs, seeded from the run's seed;
+   the smallest that fails the same way, if smaller, replaces the original
+   (many failures need only a few faults, and a small start shrinks far more
+   easily than a long run whose timing every deletion disturbs);
+1. cut the run short: the shortest main phase that still fails (bisection);
+2. drop whole groups at once: every client operation, every key but the one
+   that broke, one key at a time, one client at a time;
+3. delta debugging: chunks of fault groups and of operations (in time order),
+   then chunks of each client's and of each key's operations — non-contiguous
+   in time, which gets past schedules where no single operation can go;
+4. fault ends: drop the stop of one fault at a time (it then lasts until the
+   final heal);
+5. Hypothesis search: each fault (a start with its stop), each operation, the
+   cluster size and the number of clients become *choices* that Hypothesis
+   shrinks — so the result is built from choices that shrink, not one opaque
+   seed. A budget bounds the whole search; what is left of it shrinks up to
+   three more fresh starts (greedy passes end in different places), and the
+   smallest result of all is kept.
+
+Both workloads shrink the same way. Register operations name their key and
+node; queue operations are `assign`, `send` (a key and a unique value) and
+`poll` (a key), and the simulated consumer skips a poll of a partition it is
+not assigned, so any subset of a queue schedule is still a well-formed run.
+
+With `--robust K` a candidate counts only if it fails under K timings (the run's
+seed and K-1 others that keep the schedule but draw other message latencies and
+timeouts): a slower search whose result depends less on one exact interleaving,
+which is what a replay on a real cluster needs.
+
+The minimal run is written to RUN_DIR/minimal/ (schedule.json, history, events,
+results, timeline) with a pytest file that reproduces it as a regression test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import random
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from checkers.errors import InputError
+from checkers.verdict import EXIT_BAD_INPUT, EXIT_UNKNOWN
+from harness.sim.cluster import SimOptions
+from harness.simrun import Checked, load_run, options_from_schedule, simulate, store_run
+
+ROBUST_SEED_STEP = 7919  # --robust: the other timings' seeds are the run's seed plus multiples of this
+STOP_ENDS = {"stop-partition": "start-partition", "start": "kill", "resume": "pause", "reset-clock": "bump-clock"}
+
+
+def parse_budget(text: str) -> float:
+    """'90s', '5m', '1h' or plain seconds → seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+    if not m:
+        raise ValueError(f"bad budget {text!r} (use e.g. 90s, 5m, 1h)")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+def fault_groups(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Pair each fault start with the stop that ends it (same package); a start never stopped stands alone."""
+    groups: list[list[dict[str, Any]]] = []
+    open_by_package: dict[str, list[dict[str, Any]]] = {}
+    for e in sorted(events, key=lambda e: e["at"]):
+        if e["f"] in STOP_ENDS:  # a stop closes the open start of its package
+            group = open_by_package.pop(e["package"], None)
+            if group is None:
+                groups.append([e])
+            else:
+                group.append(e)
+        else:
+            group = [e]
+            groups.append(group)
+            open_by_package[e["package"]] = group
+    return groups
+
+
+def _restrict(value: Any, names: set[str]) -> Any:
+    """A fault's value with nodes outside `names` removed (None if nothing is left)."""
+    if value is None or value == "leader":
+        return value
+    if isinstance(value, list):
+        kept = [n for n in value if n in names]
+        return kept or None
+    if isinstance(value, dict) and "kind" in value:
+        if "grudge" not in value:
+            return value
+        grudge = {k: [n for n in v if n in names] for k, v in value["grudge"].items() if k in names}
+        grudge = {k: v for k, v in grudge.items() if v}
+        return {**value, "grudge": grudge} if grudge else None
+    if isinstance(value, dict):
+        kept_d = {k: v for k, v in value.items() if k in names}
+        return kept_d or None
+    return value
+
+
+def build(
+    base: SimOptions,
+    groups: list[list[dict[str, Any]]],
+    ops: list[dict[str, Any]],
+    nodes: int,
+    time_limit: float,
+) -> SimOptions:
+    """Options for a candidate: the chosen fault groups and ops, on `nodes` nodes, clients renumbered."""
+    names = {f"n{i}" for i in range(1, nodes + 1)}
+    events = []
+    for group in groups:
+        start = group[0]
+        value = _restrict(start["value"], names)
+        if value is None:
+            continue
+        events.append({**start, "value": value})
+        events.extend(group[1:])
+    events.sort(key=lambda e: e["at"])
+    clients = sorted({op["client"] for op in ops})
+    slot = {c: i for i, c in enumerate(clients)}
+    new_ops = []
+    for op in ops:
+        new_op = {**op, "client": slot[op["client"]]}
+        node = op.get("node")  # register ops name their node; queue clients find partition leaders
+        if node is not None and node not in names:
+            new_op["node"] = f"n{(int(node[1:]) - 1) % nodes + 1}"
+        new_ops.append(new_op)
+    return replace(
+        base,
+        nodes=nodes,
+        concurrency=max(1, len(clients)),
+        time_limit=time_limit,
+        schedule=events,
+        ops=new_ops,
+        nemeses=sorted({e["package"] for e in events}),
+    )
+
+
+def _indices(examples: list[Any]) -> list[int]:
+    """Every history index an anomaly example names (`index`, `read-index`, … at any depth)."""
+    out: list[int] = []
+    for ex in examples:
+        if isinstance(ex, dict):
+            for k, v in ex.items():
+                if isinstance(v, int) and not isinstance(v, bool) and (k == "index" or k.endswith("-index")):
+                    out.append(v)
+                elif isinstance(v, (list, dict)):
+                    out.extend(_indices(v if isinstance(v, list) else [v]))
+        elif isinstance(ex, list):
+            out.extend(_indices(ex))
+    return out
+
+
+def _key_order(key: str) -> tuple[int, str]:
+    return (len(key), key)
+
+
+def failing_key(results: dict[str, Any]) -> str | None:
+    """The key (register or partition) a checker blamed first, if any."""
+    failure = results.get("linearizable", {}).get("failure") or {}
+    if failure.get("key") is not None:
+        return str(failure["key"])
+    for _, found in sorted(results.get("queue", {}).get("anomalies", {}).items()):
+        for example in found.get("examples", []):
+            if isinstance(example, dict) and example.get("key") is not None:
+                return str(example["key"])
+    for found in results.get("partition-logs", {}).get("anomalies", {}).values():
+        for example in found:
+            if isinstance(example, dict) and example.get("partition") is not None:
+                return str(example["partition"])
+    return None
+
+
+class Shrinker:
+    def __init__(self, original: Checked, budget_s: float, log: Any = None, robust: int = 1) -> None:
+        self.original = original
+        self.robust = robust  # a candidate must fail under this many timings (its seed and robust-1 others)
+        self.target = original.anomalies
+        self.deadline = time.monotonic() + budget_s
+        self.runs = 0
+        self.current = original  # the run the passes are shrinking
+        self.best = original  # the smallest failing run seen from any start
+        self.log = log or (lambda msg: None)
+        self._last_log = 0.0
+        opts = original.opts
+        # a quorum needs three nodes to lose one; a queue topic needs as many as its replication factor
+        self.fewest_nodes = max(3, opts.replication_factor) if opts.workload == "queue" else 3
+
+    def size(self, c: Checked) -> tuple[int, int, int, int]:
+        """Fault events, operations, nodes, clients (what is reported)."""
+        return (len(c.opts.schedule or []), len(c.opts.ops or []), c.opts.nodes, c.opts.concurrency)
+
+    def smaller(self, a: Checked, b: Checked) -> bool:
+        """Fewer events in all (faults + operations) wins, then fewer faults, nodes, clients."""
+        fa, oa, na, ca = self.size(a)
+        fb, ob, nb, cb = self.size(b)
+        return (fa + oa, fa, na, ca) < (fb + ob, fb, nb, cb)
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() > self.deadline
+
+    def same_way(self, checked: Checked) -> bool:
+        """Invalid with an anomaly type of the original's class."""
+        return checked.valid is False and bool(checked.anomalies & self.target)
+
+    def fails(self, opts: SimOptions) -> Checked | None:
+        """The candidate's run if it fails the same way, under every one of `robust` timings: its own
+        seed, then seeds that keep the schedule but draw other message latencies and timeouts."""
+        self.runs += 1
+        checked = simulate(opts, check_time_limit=30)
+        if not self.same_way(checked):
+            return None
+        for k in range(1, self.robust):
+            self.runs += 1
+            other = simulate(replace(opts, seed=(opts.seed + k * ROBUST_SEED_STEP) % 2**31), check_time_limit=30)
+            if not self.same_way(other):
+                return None
+        return checked
+
+    def attempt(self, opts: SimOptions) -> Checked | None:
+        """Run a candidate; keep and return it if it fails the same way."""
+        checked = self.fails(opts)
+        if checked is not None:
+            if self.smaller(checked, self.current):
+                self.current = checked
+                if self.smaller(checked, self.best):
+                    self.best = checked
+                    self.progress()
+            return checked
+        return None
+
+    def progress(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._last_log >= 2.0:
+            self._last_log = now
+            f, o, n, c = self.size(self.best)
+            self.log(f"  now {f} fault events, {o} operations, {n} nodes, {c} clients (after {self.runs} runs)")
+
+    def ddmin(self, coarse: bool = False) -> None:
+        """Delete chunks of fault groups, then of operations, halving the chunk size (delta debugging).
+
+        `coarse` stops the operations at chunks of 1/32 of them: a cheap first pass, after which
+        faults go more easily (and runs with fewer operations are faster).
+        """
+        opts = self.current.opts
+        groups = fault_groups(opts.schedule or [])
+        if opts.ops and not self.out_of_time():
+            # with fewer faults than when first tried, the failure may need no operation at all
+            self.attempt(build(opts, groups, [], opts.nodes, opts.time_limit))
+            opts = self.current.opts
+            groups = fault_groups(opts.schedule or [])
+
+        def without(rest: list[list[dict[str, Any]]]) -> SimOptions:
+            o = self.current.opts
+            return build(o, rest, list(o.ops or []), o.nodes, o.time_limit)
+
+        self._ddmin(groups, without)
+        ops = list(self.current.opts.ops or [])
+        smallest = max(2, len(ops) // 32) if coarse else 1
+        self._ddmin(ops, lambda rest: replace(self.current.opts, ops=rest), smallest=smallest)
+
+    def _ddmin(self, items: list[Any], candidate: Callable[[list[Any]], SimOptions], smallest: int = 1) -> None:
+        """Delta debugging: try deleting each chunk of `items`, halving the chunk size down to `smallest`."""
+        size = max(1, len(items) // 2)
+        while items and size >= smallest and not self.out_of_time():
+            i = 0
+            while i < len(items) and not self.out_of_time():
+                rest = items[:i] + items[i + size :]
+                if self.attempt(candidate(rest)):
+                    items = rest
+                else:
+                    i += size
+            if size == 1:
+                return
+            size = max(1, size // 2)
+
+    def ddmin_groups(self) -> None:
+        """Whole clients; chunks of one client's, then of one key's operations; then plain ddmin to single ones."""
+        self.drop_clients()
+        self.ddmin_per("client")
+        self.ddmin_per("key")
+        self.ddmin()
+
+    def ddmin_per(self, field: str) -> None:
+        """Delta debugging within each client's (or each key's) operations, the others kept as they are.
+
+        Operations of one client (or on one key) hang together far more than operations close in
+        time, so chunks cut along them go where chunks cut along time alone do not.
+        """
+        for value in sorted({o.get(field) for o in self.current.opts.ops or []}, key=str):
+            if self.out_of_time():
+                return
+            if value is None:
+                continue  # assigns (no key): their polls go with them anyway
+            base = list(self.current.opts.ops or [])
+            mine = [j for j, o in enumerate(base) if o.get(field) == value]
+            others = [j for j, o in enumerate(base) if o.get(field) != value]
+
+            def candidate(rest: list[int], base: list[dict[str, Any]] = base, others: list[int] = others) -> SimOptions:
+                return replace(self.current.opts, ops=[base[j] for j in sorted(others + rest)])
+
+            self._ddmin(mine, candidate, smallest=2)
+
+    def fresh_starts(self, share: float, tries: int) -> list[Checked]:
+        """Fresh small runs seeded from the run's seed (same workload, bugs and fault packages) that fail
+        the same way, driven again from their realised schedules, smallest first. Uses at most `share`
+        of the time left and `tries` seeds, each tried at three shapes (fewest nodes, two or three
+        clients, a few seconds of frequent faults)."""
+        opts = self.original.opts
+        stop = time.monotonic() + share * max(0.0, self.deadline - time.monotonic())
+        rng = random.Random(f"start-smaller-{opts.seed}")
+        few = self.fewest_nodes
+        shapes = [(few, 2, 4.0, 1.0), (few, 3, 6.0, 1.5), (max(few, min(5, opts.nodes)), 3, 6.0, 1.5)]
+        found: list[Checked] = []
+        for _ in range(tries):
+            seed = rng.randrange(2**31)
+            for nodes, clients, seconds, interval in shapes:
+                if time.monotonic() > stop or self.out_of_time():
+                    break
+                fresh = replace(
+                    opts,
+                    seed=seed,
+                    nodes=nodes,
+                    concurrency=clients,
+                    time_limit=min(seconds, opts.time_limit),
+                    interval=interval,
+                    schedule=None,
+                    ops=None,
+                )
+                self.runs += 1
+                run = simulate(fresh, check_time_limit=30)
+                if self.same_way(run):
+                    # the realised schedule, driven again without the random source
+                    realised = replace(fresh, schedule=list(run.sim.schedule), ops=list(run.sim.ops))
+                    again = self.fails(realised)
+                    if again is not None:
+                        found.append(again)
+        return sorted(found, key=lambda c: (sum(self.size(c)[:2]), self.size(c)))
+
+    def shrink_from(self, start: Checked) -> None:
+        """Every pass below, from `start`, until none makes progress (or the budget ends)."""
+        self.current = start
+        if self.smaller(start, self.best):
+            self.best = start
+            self.progress(force=True)
+        self.cut_short()
+        self.drop_groups()
+        self.until_fixpoint(lambda: self.ddmin(coarse=True))
+        self.cut_short()  # with fewer faults and operations the failure may show sooner
+        self.until_fixpoint(lambda: (self.ddmin_groups(), self.drop_stops()))
+        if not self.out_of_time():
+            self.until_fixpoint(lambda: (self.hypothesis_search(), self.ddmin(), self.drop_stops()))
+
+    def drop_stops(self) -> None:
+        """Drop the stop of one fault at a time: the fault then lasts until the final heal."""
+        i = 0
+        while not self.out_of_time():
+            events = list(self.current.opts.schedule or [])
+            stops = [j for j, e in enumerate(events) if e["f"] in STOP_ENDS]
+            if i >= len(stops):
+                return
+            rest = events[: stops[i]] + events[stops[i] + 1 :]
+            if not self.attempt(replace(self.current.opts, schedule=rest)):
+                i += 1
+
+    def first_anomaly_time(self) -> int | None:
+        """When the failure first showed (virtual ns from the start of the main phase), if a checker can tell."""
+        results = self.current.results
+        times = [v["time"] for v in results.get("invariants", {}).get("violations", []) if "time" in v]
+        ops = self.current.sim.recorder.ops
+        indices = []
+        op = (results.get("linearizable", {}).get("failure") or {}).get("op")
+        if op is not None:
+            indices.append(op.get("completed-index", op.get("index")))
+        for found in results.get("queue", {}).get("anomalies", {}).values():
+            # the first example of each anomaly: the latest op it names is when it could be seen
+            seen = _indices(found.get("examples", [])[:1])
+            if seen:
+                indices.append(max(seen))
+        for i in indices:
+            if i is not None and i < len(ops) and ops[i].time is not None:
+                times.append(ops[i].time)
+        return min(times) - self.current.main_start if times else None
+
+    def _cut(self, seconds: float) -> SimOptions:
+        opts = self.current.opts
+        end = int(seconds * 1e9)
+        return replace(
+            opts,
+            time_limit=seconds,
+            schedule=[e for e in opts.schedule or [] if e["at"] < end],
+            ops=[o for o in opts.ops or [] if o["at"] < end],
+        )
+
+    def cut_short(self) -> None:
+        opts = self.current.opts
+        first = self.first_anomaly_time()
+        # the failure showed at `first`: try ending the run just after it
+        early = first is not None and first / 1e9 + 1.0 < opts.time_limit
+        if early and self.attempt(self._cut(max(0.5, first / 1e9 + 1.0))):  # type: ignore[operator]
+            opts = self.current.opts
+        lo, hi = 0.0, opts.time_limit
+        while hi - lo > 0.25 and not self.out_of_time():
+            mid = (lo + hi) / 2
+            if self.attempt(self._cut(mid)):
+                hi = mid
+            else:
+                lo = mid
+
+    def drop_groups(self) -> None:
+        opts = self.current.opts
+        if self.out_of_time():
+            return
+        if opts.nodes > self.fewest_nodes:
+            groups = fault_groups(opts.schedule or [])
+            self.attempt(build(opts, groups, list(opts.ops or []), self.fewest_nodes, opts.time_limit))
+            opts = self.current.opts
+        if self.attempt(build(opts, fault_groups(opts.schedule or []), [], opts.nodes, opts.time_limit)):
+            return
+        key = failing_key(self.current.results)
+        if key is not None:
+            # only the key that broke (a queue client's assigns stay: its polls need them)
+            self.attempt(replace(opts, ops=[o for o in opts.ops or [] if o.get("key") in (key, None)]))
+        # one key at a time: keys are independent registers / partitions, so whole keys often go
+        for k in sorted({o["key"] for o in self.current.opts.ops or [] if o.get("key") is not None}, key=_key_order):
+            if self.out_of_time():
+                return
+            opts = self.current.opts
+            rest = [o for o in opts.ops or [] if o.get("key") != k]
+            if len(rest) < len(opts.ops or []):
+                self.attempt(replace(opts, ops=rest))
+
+    def drop_clients(self) -> None:
+        """Drop every operation of one client at a time, with the rest renumbered or (failing that) not."""
+        i = 0
+        while not self.out_of_time():
+            opts = self.current.opts
+            clients = sorted({o["client"] for o in opts.ops or []})
+            if i >= len(clients):
+                break
+            rest = [o for o in opts.ops or [] if o["client"] != clients[i]]
+            groups = fault_groups(opts.schedule or [])
+            # renumbering gives the remaining clients other random streams: try keeping them too
+            if not (
+                self.attempt(build(opts, groups, rest, opts.nodes, opts.time_limit))
+                or self.attempt(replace(opts, ops=rest))
+            ):
+                i += 1
+        self.compact_clients()
+
+    def compact_clients(self) -> None:
+        """Renumber the clients that still have operations, so idle ones go."""
+        opts = self.current.opts
+        used = len({o["client"] for o in opts.ops or []})
+        if used < opts.concurrency and not self.out_of_time():
+            self.attempt(
+                build(opts, fault_groups(opts.schedule or []), list(opts.ops or []), opts.nodes, opts.time_limit)
+            )
+
+    def hypothesis_search(self) -> None:
+        from hypothesis import HealthCheck, Phase, given, settings
+        from hypothesis import strategies as st
+
+        base = self.current.opts
+        groups = fault_groups(base.schedule or [])
+        ops = list(base.ops or [])
+        node_choices = sorted({min(self.fewest_nodes, base.nodes), base.nodes})
+        keep = st.sampled_from([False, True, True, True])
+
+        class Reproduced(Exception):
+            pass
+
+        @settings(
+            max_examples=150,
+            phases=[Phase.generate, Phase.shrink],
+            database=None,
+            deadline=None,
+            derandomize=True,
+            report_multiple_bugs=False,
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(
+            st.sampled_from(node_choices),
+            st.lists(keep, min_size=len(groups), max_size=len(groups)),
+            st.lists(keep, min_size=len(ops), max_size=len(ops)),
+        )
+        def search(nodes: int, keep_groups: list[bool], keep_ops: list[bool]) -> None:
+            if self.out_of_time():
+                return
+            chosen = [g for g, k in zip(groups, keep_groups) if k]
+            chosen_ops = [o for o, k in zip(ops, keep_ops) if k]
+            if self.attempt(build(base, chosen, chosen_ops, nodes, base.time_limit)):
+                raise Reproduced
+
+        with contextlib.suppress(Reproduced):
+            search()
+
+    def run(self, restarts: int = 3) -> Checked:
+        self.log("looking for smaller starts: fresh short runs with the same bugs…")
+        starts = self.fresh_starts(share=0.2, tries=40)
+        self.log(f"  {len(starts)} fresh runs fail the same way")
+        self.log("shrinking: cut short, drop groups, delete chunks, clients, keys, single operations, fault ends…")
+        first = starts[0] if starts and self.smaller(starts[0], self.original) else self.original
+        self.shrink_from(first)
+        self.progress(force=True)
+        # the passes are greedy and every deletion disturbs the timing: other starts can end smaller
+        for other in [c for c in starts if c is not first][:restarts]:
+            if self.out_of_time():
+                break
+            self.log("shrinking another fresh start…")
+            self.shrink_from(other)
+            self.progress(force=True)
+        self.current = self.best
+        self.realised()
+        self.progress(force=True)
+        return self.best
+
+    def realised(self) -> None:
+        """Keep only the operations the best run really issued (planned polls of unassigned partitions and
+        operations due after the end are skipped), so the stored schedule lists exactly what ran."""
+        opts = self.current.opts
+        ran = [dict(op) for op in self.current.sim.ops]
+        if len(ran) < len(opts.ops or []):
+            self.attempt(replace(opts, ops=ran))
+
+    def until_fixpoint(self, step: Any) -> None:
+        while not self.out_of_time():
+            before = self.size(self.current)
+            step()
+            if self.size(self.current) == before:
+                return
+
+
+REGRESSION_TEST = '''"""Regression test generated by `kraftwerk shrink` from {source}.
+
+It replays the minimal schedule in schedule.json (beside this file) in the
+deterministic simulator and asserts the run is valid: it fails while the bug
+that produced it is present (anomalies seen: {anomalies}) and passes once it is
+gone. Seeded bugs to turn on come from KRAFTWERK_BUGS (comma-separated), e.g.
+KRAFTWERK_BUGS={bugs} pytest {name}
+"""
+
+import json
+import os
+from pathlib import Path
+
+from harness.simrun import options_from_schedule, simulate
+
+SCHEDULE = Path(__file__).with_name("schedule.json")
+
+
+def test_minimal_schedule_stays_valid():
+    doc = json.loads(SCHEDULE.read_text())
+    bugs = [b for b in os.environ.get("KRAFTWERK_BUGS", "").split(",") if b]
+    checked = simulate(options_from_schedule(doc, bugs=bugs))
+    assert checked.valid is True, sorted(checked.anomalies)
+'''
+
+
+def run_shrink(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run_dir)
+    say = (lambda *_: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    try:
+        budget = parse_budget(args.budget)
+        if not 1 <= getattr(args, "robust", 1) <= 20:
+            raise ValueError(f"--robust must be between 1 and 20, got {args.robust}")
+        test, schedule = load_run(run_dir)
+        opts = options_from_schedule(schedule)
+    except (InputError, ValueError) as e:
+        print(f"kraftwerk shrink: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    started = time.monotonic()
+    say(f"reproducing {run_dir} …")
+    original = simulate(opts)
+    if original.valid is not False:
+        print(
+            f"kraftwerk shrink: the run does not fail when replayed (verdict {original.valid}); nothing to shrink",
+            file=sys.stderr,
+        )
+        return EXIT_UNKNOWN
+    say(f"anomaly class: {', '.join(sorted(original.anomalies))}")
+    robust = getattr(args, "robust", 1)
+    shrinker = Shrinker(original, budget, say, robust=robust)
+    before = shrinker.size(original)
+    best = shrinker.run()
+    after = shrinker.size(best)
+    if robust > 1 and best is original:
+        say(f"warning: no schedule failed the same way under all {robust} timings; kept the original run")
+    # the minimal schedule must replay byte for byte
+    again = simulate(best.opts)
+    if again.digest != best.digest:
+        print(
+            "kraftwerk shrink: the minimal schedule does not replay identically (determinism broken)", file=sys.stderr
+        )
+        return 255
+    # the regression test asserts the run is valid once the bug is gone: check that it is
+    clean = simulate(replace(best.opts, bugs=[])).valid if best.opts.bugs else None
+    if best.opts.bugs and clean is not True:
+        say(f"warning: the minimal schedule is not valid without the seeded bugs either (verdict {clean})")
+    out = run_dir / "minimal"
+    if out.exists():
+        import shutil
+
+        shutil.rmtree(out)
+    out.mkdir()
+    meta = {
+        **test,
+        "name": f"{test.get('name', 'run')}-minimal",
+        "minimal-of": str(run_dir),
+        "nodes": best.opts.nodes,
+        "concurrency": best.opts.concurrency,
+        "time-limit": best.opts.time_limit,
+        "nemesis": best.opts.nemeses,
+        "shrink": {
+            "before": dict(zip(("fault-events", "operations", "nodes", "clients"), before)),
+            "after": dict(zip(("fault-events", "operations", "nodes", "clients"), after)),
+            "runs": shrinker.runs,
+            "seconds": round(time.monotonic() - started, 1),
+            "anomaly-class": sorted(original.anomalies),
+            "robust": robust,
+            "robust-reached": robust == 1 or shrinker.best is not original,
+            "valid-without-bugs": clean,
+        },
+    }
+    store_run(out, best, meta)
+    bugs = ",".join(best.opts.bugs) or "NAME"
+    (out / "test_regression.py").write_text(
+        REGRESSION_TEST.format(
+            source=run_dir, anomalies=", ".join(sorted(best.anomalies)), bugs=bugs, name=out / "test_regression.py"
+        )
+    )
+    print(json.dumps({"minimal": str(out), **meta["shrink"]}))
+    say(
+        f"shrunk from {before[0]} fault events / {before[1]} operations / {before[2]} nodes / {before[3]} clients "
+        f"to {after[0]} / {after[1]} / {after[2]} / {after[3]} in {shrinker.runs} runs "
+        f"({meta['shrink']['seconds']} s); written to {out}"
+    )
+    say(f"replay: kraftwerk replay {out}")
+    say(f"regression test: KRAFTWERK_BUGS={bugs} pytest {out / 'test_regression.py'}")
+    return 1
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a stored failing simulator run")
+    p.add_argument("--budget", default="5m", help="time for the search, e.g. 90s, 5m (default 5m)")
+    p.add_argument(
+        "--robust",
+        type=int,
+        default=1,
+        metavar="K",
+        help="keep only schedules that fail under K timings in the simulator (the run's seed and K-1 "
+        "others: other message latencies and election timeouts), so the minimal schedule depends less on "
+        "one exact interleaving and comes back more often on a real cluster; K times slower (default 1)",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="only the final JSON line")

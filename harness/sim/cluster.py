@@ -1,0 +1,476 @@
+"""A whole simulated test: N nodes, P clients, a fault schedule, then heal, recover and read
+everything back. One seed decides everything; the same seed gives the same history.
+
+Workloads: `register` (KVNode cores, linearizable registers) and `queue` (BrokerNode cores:
+a replicated topic, clients sending unique values and polling them back).
+
+Phases (virtual time):
+0. setup (queue only) — create the topic and wait until every partition has a leader;
+1. main — clients run the workload while the schedule's faults come and go;
+2. recover — heal the network, restart killed nodes, resume paused ones, reset clocks;
+3. final — every key is read back (retrying until a read succeeds or time runs out).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.nemesis import partitions
+from harness.nemesis.schedule import generate
+from harness.recorder import Recorder
+from harness.sim.clients import SimClient
+from harness.sim.engine import MS, SECOND, Scheduler
+from harness.sim.invariants import Invariants
+from harness.sim.network import Network
+from harness.sim.node import SimNode
+from harness.sim.queue_client import SimQueueClient
+from nodes.broker import (
+    BrokerConfig,
+    BrokerNode,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    MetadataRequest,
+    MetadataResponse,
+    NewTopic,
+)
+from nodes.kv.node import KVNode
+from nodes.raft import RaftConfig, digest
+from workloads.queue import TOPIC, QueueGenerator
+from workloads.register import RegisterGenerator
+
+
+@dataclass
+class SimOptions:
+    seed: int = 0
+    nodes: int = 5
+    concurrency: int = 10
+    time_limit: float = 60.0  # seconds of the main phase (virtual)
+    nemeses: list[str] = field(default_factory=lambda: ["partition", "kill", "pause", "clock"])
+    bugs: list[str] = field(default_factory=list)
+    interval: float = 5.0  # mean seconds between fault changes per package
+    partition_kinds: tuple[str, ...] = partitions.KINDS
+    think_ms: int = 50  # mean pause between a client's operations
+    timeout_ms: int = 2000  # client request timeout → info
+    latency_ms: tuple[float, float] = (0.5, 5.0)
+    recovery: float = 10.0  # seconds between healing everything and the final reads
+    final: float = 20.0  # seconds allowed for the final reads
+    keys: int = 4
+    ops_per_key: int = 120
+    election_timeout_ms: int = 1000
+    fetch_timeout_ms: int = 2000
+    pre_vote: bool = False
+    workload: str = "register"
+    # queue workload (Kafka's safe profile by default)
+    acks: int = -1
+    partitions: int = 3
+    replication_factor: int = 3
+    min_isr: int = 2
+    unclean: bool = False
+    produce_timeout_ms: int = 1500
+    # shorter than Kafka's defaults (9 s, 30 s) so that faults of a few seconds move leadership and shrink ISRs
+    broker_session_timeout_ms: int = 3000
+    broker_heartbeat_interval_ms: int = 1000
+    replica_lag_time_max_ms: int = 5000
+    schedule: list[dict[str, Any]] | None = None  # replay these nemesis events instead of generating them
+    ops: list[dict[str, Any]] | None = None  # replay these client operations instead of drawing them
+
+
+@dataclass
+class SimResult:
+    recorder: Recorder
+    events: list[dict[str, Any]]
+    logs: dict[str, list[dict[str, Any]]]
+    invariants: dict[str, Any]
+    schedule: list[dict[str, Any]]
+    ops: list[dict[str, Any]]
+    stats: dict[str, Any]
+
+    def schedule_document(self, opts: SimOptions) -> dict[str, Any]:
+        """`schedule.json`: everything needed to drive this run again without the random source."""
+        return {
+            "format": 1,
+            "workload": opts.workload,
+            "seed": opts.seed,
+            "nodes": opts.nodes,
+            "concurrency": opts.concurrency,
+            "time-limit": opts.time_limit,
+            "bugs": list(opts.bugs),
+            **(queue_options(opts) if opts.workload == "queue" else {}),
+            "nemesis": self.schedule,
+            "ops": self.ops,
+        }
+
+
+def queue_options(opts: SimOptions) -> dict[str, Any]:
+    """The queue workload's topic and producer settings, as stored in schedule.json."""
+    return {
+        "acks": opts.acks,
+        "partitions": opts.partitions,
+        "replication-factor": opts.replication_factor,
+        "min-isr": opts.min_isr,
+        "unclean": opts.unclean,
+    }
+
+
+class Simulation:
+    def __init__(self, opts: SimOptions, history_path: str | None = None) -> None:
+        self.opts = opts
+        seed = opts.seed
+        self.sched = Scheduler()
+        self.net = Network(self.sched, random.Random(f"net-{seed}"), opts.latency_ms)
+        self.invariants = Invariants(self)
+        self.recorder = Recorder(lambda: self.sched.now, history_path)
+        self.events: list[dict[str, Any]] = []
+        self.op_log: list[dict[str, Any]] = []
+        self.fatal: list[dict[str, Any]] = []
+        self.phase = "main"
+        self.main_start = 0  # the queue workload's main phase starts once the topic is led
+        self.main_end = int(opts.time_limit * SECOND)
+        self.final_end = 0
+        self.node_ids = list(range(1, opts.nodes + 1))
+        self.names = [f"n{i}" for i in self.node_ids]
+        config = RaftConfig(
+            election_timeout_ms=opts.election_timeout_ms,
+            fetch_timeout_ms=opts.fetch_timeout_ms,
+            pre_vote=opts.pre_vote,
+        )
+        if opts.workload not in ("register", "queue"):
+            raise ValueError(f"unknown workload {opts.workload!r}")
+        broker_config = BrokerConfig(
+            min_insync_replicas=opts.min_isr,
+            unclean_leader_election_enable=opts.unclean,
+            default_replication_factor=opts.replication_factor,
+            num_partitions=opts.partitions,
+            broker_session_timeout_ms=opts.broker_session_timeout_ms,
+            broker_heartbeat_interval_ms=opts.broker_heartbeat_interval_ms,
+            replica_lag_time_max_ms=opts.replica_lag_time_max_ms,
+        )
+        node_rng = random.Random(f"nodes-{seed}")
+        self.nodes: dict[int, SimNode] = {}
+        for i in self.node_ids:
+            core_rng = random.Random(f"core-{seed}-{i}")
+
+            def make(i: int = i, core_rng: random.Random = core_rng) -> Any:
+                if opts.workload == "queue":
+                    return BrokerNode(
+                        i,
+                        self.node_ids,
+                        config,
+                        core_rng,
+                        opts.bugs,
+                        broker_config=broker_config,
+                        endpoint=(f"n{i}", 9092),
+                    )
+                return KVNode(i, self.node_ids, config, core_rng, opts.bugs)
+
+            self.nodes[i] = SimNode(self, i, make, random.Random(f"disk-{seed}-{i}-{node_rng.random()}"))
+        client_rng = random.Random(f"clients-{seed}")
+        self.clients: list[Any]
+        self.acked_max: dict[str, int] = {}
+        if opts.workload == "queue":
+            self.queue_generator = QueueGenerator(random.Random(f"workload-{seed}"), opts.partitions)
+            self.clients = [
+                SimQueueClient(
+                    self, slot, random.Random(f"client-{seed}-{slot}-{client_rng.random()}"), self.queue_generator
+                )
+                for slot in range(opts.concurrency)
+            ]
+        else:
+            self.generator = RegisterGenerator(random.Random(f"workload-{seed}"), opts.keys, opts.ops_per_key)
+            self.clients = [
+                SimClient(self, slot, random.Random(f"client-{seed}-{slot}-{client_rng.random()}"), self.generator)
+                for slot in range(opts.concurrency)
+            ]
+        if opts.ops is not None:
+            plans: dict[int, list[dict[str, Any]]] = {c.slot: [] for c in self.clients}
+            for step in sorted(opts.ops, key=lambda s: s["at"]):
+                if step["client"] not in plans:
+                    raise ValueError(f"schedule op for client {step['client']}, but concurrency is {opts.concurrency}")
+                plans[step["client"]].append(step)
+            for c in self.clients:
+                c.plan = plans[c.slot]
+        self._requests: dict[int, SimClient] = {}
+        self._next_request = 0
+        self.nemesis_rng = random.Random(f"nemesis-run-{seed}")
+        self.schedule = (
+            opts.schedule
+            if opts.schedule is not None
+            else generate(seed, self.names, opts.nemeses, opts.time_limit, opts.interval, opts.partition_kinds)
+        )
+        self.killed: set[int] = set()
+        self.paused_nodes: set[int] = set()
+
+    # ------------------------------------------------------------------ plumbing used by nodes/clients
+    def new_request(self, client: SimClient) -> int:
+        self._next_request += 1
+        self._requests[self._next_request] = client
+        return self._next_request
+
+    def client_reply(self, node: SimNode, reply: Any) -> None:
+        client = self._requests.pop(reply.request_id, None)
+        if client is None:
+            return
+        self.net.send(node.name, client.name, client.reply, reply.request_id, reply, node.name, partitionable=False)
+
+    def client_closed(self, node: SimNode, effect: Any) -> None:
+        client = self._requests.pop(effect.request_id, None)
+        if client is not None:
+            client.closed(effect.request_id)
+
+    def note_ack(self, key: str | None, offset: int) -> None:
+        if key is not None and offset > self.acked_max.get(key, -1):
+            self.acked_max[key] = offset
+
+    def node_event(self, node: SimNode, data: dict[str, Any]) -> None:
+        self.events.append(data)
+        if data.get("type") == "state":
+            self.invariants.on_state(node, data)
+
+    def node_fatal(self, node: SimNode, reason: str) -> None:
+        self.fatal.append({"node": node.name, "time": self.sched.now, "reason": reason})
+
+    def leader(self) -> SimNode | None:
+        """The live leader with the highest epoch (what DescribeQuorum would tell)."""
+        best: SimNode | None = None
+        for n in self.nodes.values():
+            leading = n.alive and n.core is not None and n.core.raft.is_leader
+            if leading and (best is None or n.core.raft.epoch > best.core.raft.epoch):  # type: ignore[union-attr]
+                best = n
+        return best
+
+    # ------------------------------------------------------------------ nemesis
+    def _resolve(self, spec: Any) -> list[SimNode]:
+        if spec == "leader":
+            leader = self.leader()
+            return [leader] if leader is not None else []
+        return [self.nodes[int(name[1:])] for name in spec]
+
+    def _nemesis(self, event: dict[str, Any]) -> None:
+        f = event["f"]
+        value = event["value"]
+        recorded: Any = value
+        if f == "start-partition":
+            if value.get("kind") == "leader":
+                leader = self.leader()
+                grudge = partitions.make("leader", self.names, self.nemesis_rng, leader.name if leader else None)
+            else:
+                grudge = value["grudge"]
+            self.net.partition(grudge)
+            recorded = {k: v for k, v in grudge.items() if v}
+        elif f == "stop-partition":
+            self.net.heal()
+        elif f == "kill":
+            victims = self._resolve(value)
+            for n in victims:
+                n.crash()
+                self.killed.add(n.id)
+            recorded = [n.name for n in victims]
+        elif f == "start":
+            recorded = [self.nodes[i].name for i in sorted(self.killed)]
+            for i in sorted(self.killed):
+                self.nodes[i].restart()
+            self.killed.clear()
+        elif f == "pause":
+            victims = self._resolve(value)
+            for n in victims:
+                n.pause()
+                self.paused_nodes.add(n.id)
+            recorded = [n.name for n in victims]
+        elif f == "resume":
+            recorded = [self.nodes[i].name for i in sorted(self.paused_nodes)]
+            for i in sorted(self.paused_nodes):
+                self.nodes[i].resume()
+            self.paused_nodes.clear()
+        elif f == "bump-clock":
+            for name, change in value.items():
+                node = self.nodes[int(name[1:])]
+                node.clock_offset += int(change["delta-ms"]) * MS
+                node.drift_ppm = int(change.get("drift-ppm", 0))
+                node.clock_changed()
+        elif f == "reset-clock":
+            recorded = []
+            for node in self.nodes.values():
+                if node.clock_offset or node.drift_ppm:
+                    recorded.append(node.name)
+                    # stepping back to true time: the local clock may jump backwards, as with ntpdate
+                    node.clock_offset = 0
+                    node.drift_ppm = 0
+                    node.clock_changed()
+        else:
+            raise ValueError(f"unknown nemesis op {f!r}")
+        self.recorder.record("nemesis", "info", f, recorded)
+
+    def _heal_all(self) -> None:
+        for f in ("stop-partition", "resume", "start", "reset-clock"):
+            self._nemesis({"f": f, "value": None})
+
+    # ------------------------------------------------------------------ running
+    def run(self) -> SimResult:
+        opts = self.opts
+        started = time.perf_counter()
+        for node in self.nodes.values():
+            node.start()
+        self.main_start = 0
+        if opts.workload == "queue":
+            self.phase = "setup"
+            self._setup_topic()
+            self.phase = "main"
+            self.main_start = self.sched.now
+            self.main_end = self.main_start + int(opts.time_limit * SECOND)
+        for event in self.schedule:
+            if event["at"] < int(opts.time_limit * SECOND):
+                self.sched.at(self.main_start + event["at"], self._nemesis, event)
+        for client in self.clients:
+            client.start()
+        self.sched.run_until(self.main_end)
+
+        self.phase = "recover"
+        self._heal_all()
+        self.sched.run_until(self.main_end + int(opts.recovery * SECOND))
+
+        self.phase = "final"
+        start_final = self.sched.now
+        self.final_end = start_final + int(opts.final * SECOND)
+        if opts.workload == "queue":
+            keys = list(self.queue_generator.keys)
+        else:
+            keys = sorted({step["key"] for step in self.op_log}, key=lambda k: (len(k), k))
+        for i, key in enumerate(keys):
+            self.clients[i % len(self.clients)].final_keys.append(key)
+        for client in self.clients:
+            client.next_op()
+        self.sched.run_until(
+            self.final_end,
+            stop=lambda: all(c.done or (not c.final_keys and c.current is None) for c in self.clients),
+        )
+        # let operations still in flight complete or time out, so the history has no loose ends
+        self.phase = "done"
+        self.sched.run_until(self.sched.now + (opts.timeout_ms + 10) * MS)
+        unread = [k for c in self.clients for k in c.final_keys]
+
+        logs = self._dump_logs()
+        self.partition_dumps = self.partition_logs() if opts.workload == "queue" else {}
+        wall = time.perf_counter() - started
+        virtual = self.sched.now / SECOND
+        invariants = self.invariants.result()
+        if self.fatal:
+            invariants = {**invariants, "valid": False, "node-fatal": self.fatal}
+            invariants.setdefault("anomaly-types", []).append("node-fatal")
+        stats = {
+            "seed": opts.seed,
+            "virtual-seconds": round(virtual, 3),
+            "wall-seconds": round(wall, 3),
+            "speedup": round(virtual / wall, 1) if wall > 0 else None,
+            "events": self.sched.events_run,
+            "messages": self.net.sent,
+            "dropped": self.net.dropped,
+            "operations": sum(1 for op in self.recorder.ops if op.type == "invoke"),
+            "restarts": sum(n.restarts for n in self.nodes.values()),
+            "unread-keys": unread,
+            "history-sha256": self.recorder.digest(),
+        }
+        self.recorder.close()
+        return SimResult(self.recorder, self.events, logs, invariants, self.schedule, self.op_log, stats)
+
+    def _setup_topic(self) -> None:
+        """Create the topic and wait until every partition has a leader (not part of the history)."""
+        opts = self.opts
+        setup = _TopicSetup(self)
+        setup.step()
+        self.sched.run_until(self.sched.now + 120 * SECOND, stop=lambda: setup.done)
+        if not setup.done:
+            raise RuntimeError(f"could not create topic {TOPIC!r} with {opts.partitions} partitions in 120 s")
+
+    def partition_logs(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        """Each live broker's committed partition batches: {partition: {node: [{offset, epoch, digest}]}}."""
+        import hashlib
+
+        out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        for node in self.nodes.values():
+            core = node.core
+            if core is None or not hasattr(core, "replicas"):
+                continue
+            for tp, p in sorted(core.replicas.partitions.items()):
+                entries = [
+                    {
+                        "offset": b.base_offset,
+                        "epoch": b.leader_epoch,
+                        "digest": hashlib.sha256(b.data).hexdigest()[:16],
+                    }
+                    for b in p.log.batches
+                    if b.base_offset < p.hw
+                ]
+                out.setdefault(str(tp), {})[node.name] = entries
+        return out
+
+    def _dump_logs(self) -> dict[str, list[dict[str, Any]]]:
+        """Each live node's committed log (offset, epoch, digest), as `logs/<node>.jsonl`."""
+        logs: dict[str, list[dict[str, Any]]] = {}
+        for node in self.nodes.values():
+            if node.core is None:
+                continue
+            raft = node.core.raft
+            logs[node.name] = [
+                {"offset": r.offset, "epoch": r.epoch, "digest": digest(r)}
+                for r in raft.log_records(0, raft.high_watermark)
+            ]
+        return logs
+
+
+class _TopicSetup:
+    """Creates the queue workload's topic through any node, then polls metadata until it is led."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.created = False
+        self.done = False
+        self.attempt = 0
+        self.name = "setup"
+
+    def step(self) -> None:
+        if self.done:
+            return
+        sim = self.sim
+        opts = sim.opts
+        node = sim.nodes[sim.node_ids[self.attempt % len(sim.node_ids)]]
+        self.attempt += 1
+        rid = sim.new_request(self)
+        if not self.created:
+            configs = (
+                ("min.insync.replicas", str(opts.min_isr)),
+                ("unclean.leader.election.enable", "true" if opts.unclean else "false"),
+            )
+            topic = NewTopic(TOPIC, opts.partitions, opts.replication_factor, configs=configs)
+            request: Any = CreateTopicsRequest((topic,), timeout_ms=5000)
+            sim.net.send(
+                self.name, node.name, node.client_call, self, rid, "create_topics", request, partitionable=False
+            )
+        else:
+            sim.net.send(
+                self.name,
+                node.name,
+                node.client_call,
+                self,
+                rid,
+                "metadata",
+                MetadataRequest((TOPIC,)),
+                partitionable=False,
+            )
+        sim.sched.after(300 * MS, self.step)
+
+    def reply(self, request_id: int, effect: Any, node_name: str) -> None:
+        response = effect.response
+        if isinstance(response, CreateTopicsResponse):
+            if response.topics and int(response.topics[0].error) in (0, 36):  # NONE, TOPIC_ALREADY_EXISTS
+                self.created = True
+        elif isinstance(response, MetadataResponse):
+            for topic in response.topics:
+                complete = topic.name == TOPIC and len(topic.partitions) == self.sim.opts.partitions
+                if complete and all(p.leader is not None and p.leader >= 0 for p in topic.partitions):
+                    self.done = True
+
+    def closed(self, request_id: int) -> None:
+        pass

@@ -1,0 +1,274 @@
+"""One simulated node: a KVNode core driven by the simulator, with its own clock and disk.
+
+The driver applies the core's effects in order: sends go through the simulated
+network, the quorum state is written durably at once, log writes land in the
+page cache and become durable when a flush completes. Crashes drop the page
+cache; pauses queue every input until resume; the clock may be offset and drift,
+so the core's timers fire early or late.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from harness.sim.disk import BatchDisk, Disk
+from harness.sim.engine import MS, Scheduler
+from nodes.broker.effects import (
+    AppendPartitionLog,
+    ClientResponse,
+    CloseClientConnection,
+    FlushPartition,
+    TruncatePartitionLog,
+)
+from nodes.kv.effects import ClientReply
+from nodes.raft import (
+    AppendLog,
+    Committed,
+    Event,
+    Fatal,
+    Flush,
+    PersistQuorumState,
+    Send,
+    TruncateLog,
+)
+
+if TYPE_CHECKING:
+    from nodes.kv.node import KVNode
+
+
+class SimNode:
+    def __init__(
+        self,
+        sim: Any,
+        node_id: int,
+        make_core: Callable[[], KVNode],
+        rng: random.Random,
+        disk_latency_ms: tuple[float, float] = (1.0, 10.0),
+    ) -> None:
+        self.sim = sim
+        self.sched: Scheduler = sim.sched
+        self.id = node_id
+        self.name = f"n{node_id}"
+        self.make_core = make_core
+        self.rng = rng
+        self.disk = Disk()
+        self.partitions: dict[Any, BatchDisk] = {}  # a broker's partition logs
+        self.disk_latency = (int(disk_latency_ms[0] * MS), int(disk_latency_ms[1] * MS))
+        self.core: KVNode | None = None
+        self.alive = False
+        self.paused = False
+        self.generation = 0
+        self.inbox: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        self.clock_offset = 0  # ns added to the true time
+        self.drift_ppm = 0  # parts per million the clock runs fast (+) or slow (-)
+        self._timer_at: int | None = None
+        self._timer_token = 0
+        self.fatal: list[str] = []
+        self.restarts = 0
+
+    # ------------------------------------------------------------------ clock
+    def local_now(self) -> int:
+        now = self.sched.now
+        return now + self.clock_offset + (now * self.drift_ppm) // 1_000_000
+
+    def to_global(self, local: int) -> int:
+        t = ((local - self.clock_offset) * 1_000_000) // (1_000_000 + self.drift_ppm)
+        while self._local_at(t) < local:
+            t += 1
+        return t
+
+    def _local_at(self, t: int) -> int:
+        return t + self.clock_offset + (t * self.drift_ppm) // 1_000_000
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self.core = self.make_core()
+        self.alive = True
+        self.paused = False
+        self.generation += 1
+        self._timer_at = None
+        now = self.local_now()
+        if self.partitions:
+            logs = {tp: d.recovered_log() for tp, d in self.partitions.items()}
+            self.apply(self.core.start(now, self.disk.quorum_state, self.disk.recovered_log(), logs))  # type: ignore[call-arg]
+        else:
+            self.apply(self.core.start(now, self.disk.quorum_state, self.disk.recovered_log()))
+
+    def crash(self) -> None:
+        if not self.alive:
+            return
+        self.alive = False
+        self.paused = False
+        self.generation += 1
+        self.core = None
+        self.inbox.clear()
+        self.disk.crash()
+        for d in self.partitions.values():
+            d.crash()
+        self._timer_at = None
+
+    def restart(self) -> None:
+        if self.alive:
+            return
+        self.restarts += 1
+        self.start()
+
+    def pause(self) -> None:
+        if self.alive:
+            self.paused = True
+
+    def resume(self) -> None:
+        if not self.alive or not self.paused:
+            return
+        self.paused = False
+        inbox, self.inbox = self.inbox, []
+        for fn, args in inbox:
+            if not self.alive or self.paused:
+                self.inbox.append((fn, args))
+                continue
+            fn(*args)
+        self._schedule_timer(force=True)
+
+    # ------------------------------------------------------------------ inputs
+    def _ready(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> bool:
+        """Can the process act now? Queue the input while paused; drop it while down."""
+        if not self.alive:
+            return False
+        if self.paused:
+            self.inbox.append((fn, args))
+            return False
+        return True
+
+    def deliver(self, src: int, message: Any, reply_ctx: Any, generation: int) -> None:
+        if generation != self.generation:
+            return  # sent to a process that has since crashed: its connections died with it
+        if not self._ready(self.deliver, (src, message, reply_ctx, generation)):
+            return
+        assert self.core is not None
+        self.apply(self.core.handle(self.local_now(), src, message, reply_ctx))
+
+    def client_request(self, client: Any, request_id: Any, f: str, key: str, value: Any) -> None:
+        if not self._ready(self.client_request, (client, request_id, f, key, value)):
+            return
+        assert self.core is not None
+        self.apply(self.core.submit(self.local_now(), request_id, f, key, value))
+
+    def client_call(self, client: Any, request_id: Any, method: str, request: Any) -> None:
+        """A broker client request: `method` is produce, fetch, metadata, create_topics or list_offsets."""
+        if not self._ready(self.client_call, (client, request_id, method, request)):
+            return
+        assert self.core is not None
+        self.apply(getattr(self.core, method)(self.local_now(), request_id, request))
+
+    def _partition_flush_done(self, generation: int, tp: Any, up_to: int) -> None:
+        if generation != self.generation or not self.alive:
+            return
+        self.partitions[tp].flush()
+        if self.paused:
+            self.inbox.append((self._partition_flushed_notify, (generation, tp, up_to)))
+            return
+        self._partition_flushed_notify(generation, tp, up_to)
+
+    def _partition_flushed_notify(self, generation: int, tp: Any, up_to: int) -> None:
+        if generation != self.generation or self.core is None:
+            return
+        self.apply(self.core.partition_flushed(self.local_now(), tp, up_to))  # type: ignore[attr-defined]
+
+    def _flush_done(self, generation: int, up_to: int) -> None:
+        if generation != self.generation or not self.alive:
+            return
+        self.disk.flush()
+        if self.paused:
+            self.inbox.append((self._flushed_notify, (generation, up_to)))
+            return
+        self._flushed_notify(generation, up_to)
+
+    def _flushed_notify(self, generation: int, up_to: int) -> None:
+        if generation != self.generation or self.core is None:
+            return
+        self.apply(self.core.flushed(self.local_now(), up_to))
+
+    def _tick(self, token: int) -> None:
+        if token != self._timer_token or not self.alive:
+            return
+        self._timer_at = None
+        if self.paused:
+            return  # resume() re-arms the timer
+        assert self.core is not None
+        self.apply(self.core.tick(self.local_now()))
+
+    # ------------------------------------------------------------------ effects
+    def apply(self, effects: list[Any]) -> None:
+        if not effects:
+            self._schedule_timer()
+            return
+        sim = self.sim
+        for effect in effects:
+            kind = type(effect)
+            if kind is Send:
+                dst = sim.nodes[effect.dst]
+                sim.net.send(
+                    self.name, dst.name, dst.deliver, self.id, effect.message, effect.reply_ctx, dst.generation
+                )
+            elif kind is ClientReply or kind is ClientResponse:
+                sim.client_reply(self, effect)
+            elif kind is Event:
+                sim.node_event(self, effect.data)
+            elif kind is PersistQuorumState:
+                self.disk.persist_quorum_state(effect.state)
+                sim.invariants.on_persist(self, effect.state)
+            elif kind is AppendLog:
+                self.disk.append(effect.records)
+                sim.invariants.on_append(self, effect.records)
+            elif kind is TruncateLog:
+                self.disk.truncate(effect.from_offset)
+            elif kind is Flush:
+                lo, hi = self.disk_latency
+                delay = lo + int(self.rng.random() * (hi - lo))
+                self.sched.after(delay, self._flush_done, self.generation, effect.up_to_offset)
+            elif kind is Committed:
+                sim.invariants.on_committed(self, effect)
+            elif kind is AppendPartitionLog:
+                disk = self.partitions.get(effect.partition)
+                if disk is None:
+                    disk = self.partitions[effect.partition] = BatchDisk()
+                disk.append(effect.batches)
+            elif kind is TruncatePartitionLog:
+                self.partitions[effect.partition].truncate_offset(effect.from_offset)
+            elif kind is FlushPartition:
+                lo, hi = self.disk_latency
+                delay = lo + int(self.rng.random() * (hi - lo))
+                self.sched.after(
+                    delay, self._partition_flush_done, self.generation, effect.partition, effect.up_to_offset
+                )
+            elif kind is CloseClientConnection:
+                sim.client_closed(self, effect)
+            elif kind is Fatal:
+                self.fatal.append(effect.reason)
+                sim.node_fatal(self, effect.reason)
+                self.crash()
+                return
+        sim.invariants.after_step(self)
+        self._schedule_timer()
+
+    def _schedule_timer(self, force: bool = False) -> None:
+        if not self.alive or self.core is None:
+            return
+        deadline = self.core.next_deadline()
+        if deadline is None:
+            return
+        when = self.to_global(deadline)
+        if when < self.sched.now:
+            when = self.sched.now
+        if not force and self._timer_at is not None and self._timer_at <= when:
+            return
+        self._timer_token += 1
+        self._timer_at = when
+        self.sched.at(when, self._tick, self._timer_token)
+
+    def clock_changed(self) -> None:
+        """The clock moved: timers now fall due at other true times."""
+        if self.alive and not self.paused:
+            self._schedule_timer(force=True)
