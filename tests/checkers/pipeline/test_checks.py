@@ -1,0 +1,201 @@
+"""The executor-side functions and the driver-side discovery, without Spark."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from checkers.pipeline.checks import (
+    EPOCH_RESULT_FIELDS,
+    KEY_RESULT_FIELDS,
+    check_epoch_rows,
+    check_key_rows,
+    decode_json_text,
+    epoch_checker,
+    key_checker,
+)
+from checkers.pipeline.config import config_label, config_of
+from checkers.pipeline.discover import discover, parse_date
+from checkers.pipeline.schemas import EPOCH_CHECK, KEY_CHECK
+
+
+def row(index: int, process: Any, typ: str, f: str, value: Any, time: int, key: str = "r1") -> dict[str, Any]:
+    """An ops-table row as Spark hands it over: value as JSON text, process as a string."""
+    text = None if value is None else json.dumps(value)
+    return {
+        "index": index,
+        "time": time,
+        "process": str(process),
+        "type": typ,
+        "f": f,
+        "key": key,
+        "value": text,
+        "node": None,
+        "error": None,
+    }
+
+
+def test_json_text_round_trip() -> None:
+    assert decode_json_text(None) is None
+    assert decode_json_text("[1, 2]") == [1, 2]
+    assert decode_json_text("3") == 3
+    assert decode_json_text('{"n1": ["n2"]}') == {"n1": ["n2"]}
+    assert decode_json_text("not-leader") == "not-leader"  # Spark gives a JSON string's bare text
+
+
+def test_linearizable_key() -> None:
+    rows = [
+        row(0, 0, "invoke", "write", 1, 10),
+        row(1, 0, "ok", "write", 1, 20),
+        row(2, 1, "invoke", "read", None, 30),
+        row(3, 1, "ok", "read", 1, 40),
+    ]
+    out = check_key_rows("run", "r1", list(reversed(rows)), "cas-register", 5.0)  # order comes from index
+    assert out["valid"] == "true" and out["ops"] == 2 and out.get("error") is None
+
+
+def test_stale_read_is_found_with_its_time() -> None:
+    rows = [
+        row(10, 0, "invoke", "write", 1, 100),
+        row(11, 0, "ok", "write", 1, 200),
+        row(12, 1, "invoke", "read", None, 300),
+        row(13, 1, "ok", "read", 2, 400),
+    ]
+    out = check_key_rows("run", "r1", rows, "cas-register", 5.0)
+    assert out["valid"] == "false"
+    assert out["fail_index"] == 13 and out["fail_time"] == 400  # the original index and time
+    assert "cannot be placed" in out["summary"]
+
+
+def test_malformed_history_is_a_row_not_an_exception() -> None:
+    rows = [row(0, 0, "ok", "write", 1, 10)]  # a completion without an invocation
+    out = check_key_rows("run", "r1", rows, "cas-register", 5.0)
+    assert out["valid"] == "error" and "without a matching invoke" in out["error"]
+    out = check_key_rows("run", "r1", [row(0, 0, "invoke", "write", 1, 10)], "no-such-model", 5.0)
+    assert out["valid"] == "error" and out["error"]
+
+
+def test_queue_runs_are_checked_whole() -> None:
+    rows = [
+        row(0, 0, "invoke", "send", 5, 10, key="t0"),
+        row(1, 0, "ok", "send", [0, 5], 20, key="t0"),
+        row(2, 1, "invoke", "poll", None, 30, key="t0"),
+        row(3, 1, "ok", "poll", [[0, 5]], 40, key="t0"),
+    ]
+    assert check_key_rows("run", "*", rows, "queue", None)["valid"] == "true"
+
+
+def _event(line: int, node: str, epoch: int, role: str, leader: str | None) -> dict[str, Any]:
+    return {
+        "run_id": "r",
+        "line": line,
+        "node": node,
+        "time": float(line),
+        "type": "state",
+        "epoch": epoch,
+        "role": role,
+        "leader": leader,
+        "voted_for": leader,
+        "hw": None,
+        "partition": None,
+        "leader_epoch": None,
+    }
+
+
+def test_epoch_rows() -> None:
+    events = [_event(1, "n1", 1, "leader", "n1"), _event(2, "n2", 1, "follower", "n1")]
+    logs = [
+        {"run_id": "r", "node": "n1", "line": 1, "offset": 0, "epoch": 1, "digest": "a"},
+        {"run_id": "r", "node": "n2", "line": 1, "offset": 0, "epoch": 1, "digest": "a"},
+    ]
+    assert check_epoch_rows("r", events, logs)["valid"] == "true"
+    two = [*events, _event(3, "n3", 1, "leader", "n3")]
+    out = check_epoch_rows("r", two, [])
+    assert out["valid"] == "false" and out["anomaly_types"] == ["multiple-leaders"]
+    assert dict(out["anomaly_counts"]) == {"multiple-leaders": 1} and out["first_anomaly_node_time"] >= 1.0
+    assert check_epoch_rows("r", [], [])["valid"] == "unknown"  # no events, as `kraftwerk test` says
+    bad = [{**events[0], "role": "king"}]
+    assert check_epoch_rows("r", bad, [])["valid"] == "error"
+
+
+def test_udf_wrappers_return_the_declared_schema() -> None:
+    assert [f[0] for f in KEY_RESULT_FIELDS] == KEY_CHECK.fieldNames()
+    assert [f[0] for f in EPOCH_RESULT_FIELDS] == EPOCH_CHECK.fieldNames()
+    table = pa.Table.from_pylist(
+        [
+            {**row(0, 0, "invoke", "read", None, 1), "run_id": "x", "check_key": "r1"},
+            {**row(1, 0, "ok", "read", None, 2), "run_id": "x", "check_key": "r1"},
+        ]
+    )
+    out = key_checker({"x": ("cas-register", [])}, 1.0)((pa.scalar("x"), pa.scalar("r1")), table)
+    assert out.column_names == KEY_CHECK.fieldNames() and out.to_pylist()[0]["valid"] == "true"
+    ev = pa.Table.from_pylist([_event(1, "n1", 1, "leader", "n1")])
+    logs = pa.Table.from_pylist([], schema=pa.schema([("node", pa.string()), ("line", pa.int64())]))
+    out = epoch_checker()((pa.scalar("r"),), ev, logs)
+    assert out.column_names == EPOCH_CHECK.fieldNames() and out.to_pylist()[0]["valid"] == "true"
+
+
+def test_config_label_is_the_same_from_test_json_and_from_options() -> None:
+    test = {
+        "name": "x",
+        "workload": "register",
+        "backend": "sim",
+        "nemesis": ["kill", "partition"],
+        "nodes": 5,
+        "concurrency": 10,
+        "time-limit": 60.0,
+        "interval": 5.0,
+        "seed": 3,
+        "bugs": ["b", "a"],
+        "argv": [],
+        "start-time": "now",
+    }
+    args = {
+        "workload": "register",
+        "backend": "sim",
+        "nemesis": "kill,partition",
+        "nodes": 5,
+        "concurrency": 10,
+        "time_limit": 60,
+        "interval": 5,
+        "seed": 9,
+        "bug": ["a", "b"],
+        "store": "s",
+        "name": None,
+        "quiet": False,
+        "check_time_limit": 300.0,
+    }
+    assert config_label(test) == config_label(args)
+    assert config_label(test) == "register/sim/kill+partition/concurrency=10,interval=5,nodes=5,time-limit=60/bugs=a+b"
+    assert config_of({"nemesis": []})["nemesis"] == []
+
+
+def test_discover(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    good = store / "t" / "20261103T101010.000"
+    (good / "logs").mkdir(parents=True)
+    (good / "test.json").write_text(json.dumps({"name": "t", "workload": "register", "backend": "sim", "seed": 1}))
+    (good / "history.jsonl").write_text("")
+    (good / "results.json").write_text(json.dumps({"valid": False, "anomaly-types": ["nonlinearizable"]}))
+    (good / "logs" / "n1.jsonl").write_text("")
+    (store / "latest").symlink_to(good)  # not a second run
+    broken = store / "t" / "20261001T000000.000"
+    broken.mkdir()
+    (broken / "test.json").write_text("{not json")
+    (broken / "history.jsonl").write_text("")
+    odd = store / "u" / "20261104T000000.000"
+    odd.mkdir(parents=True)
+    (odd / "test.json").write_text(json.dumps({"workload": "bank"}))
+    runs = {r.run_id: r for r in discover(store)}
+    assert set(runs) == {"t/20261103T101010.000", "t/20261001T000000.000", "u/20261104T000000.000"}
+    g = runs["t/20261103T101010.000"]
+    assert g.errors == [] and g.date == "2026-11-03" and g.model == "cas-register" and len(g.logs) == 1
+    assert g.row["recorded_valid"] == "false" and g.row["recorded_anomalies"] == ["nonlinearizable"]
+    assert runs["t/20261001T000000.000"].errors[0][0] == "test.json"
+    stages = [s for s, _ in runs["u/20261104T000000.000"].errors]
+    assert stages == ["test.json", "history.jsonl"]  # no checker for "bank"; no history
+    assert [r.run_id for r in discover(store, since="2026-11-04")] == ["u/20261104T000000.000"]
+    assert parse_date("20261104") == "2026-11-04"

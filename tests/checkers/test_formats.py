@@ -1,0 +1,156 @@
+"""EDN reading/writing, Jepsen log import, format detection, and JSONL ↔ EDN round trips."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from checkers import edn, formats
+from checkers.errors import InputError
+from checkers.history import Op, parse_jsonl
+
+
+def test_edn_scalars_and_collections() -> None:
+    v = edn.loads(r'[nil true false -12 3N 2.5 1e3 "a\"b\n" :kw foo \a {:k [1 2]} #{1} (3 4) #_ 99 #inst "x"]')
+    assert v[:7] == [None, True, False, -12, 3, 2.5, 1000.0]
+    assert v[7] == 'a"b\n' and v[8] == "kw" and isinstance(v[8], edn.Keyword)
+    assert v[9] == "foo" and v[10] == "a"
+    assert v[11] == {"k": [1, 2]} and v[12] == frozenset({1}) and v[13] == [3, 4] and v[14] == "x"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"), [("[1 2", "unclosed"), ("{:a}", "odd number"), ("[1 ]]", "unexpected"), ("[1 2/x]", "bad")]
+)
+def test_edn_errors_name_the_line(text: str, message: str) -> None:
+    with pytest.raises(InputError, match=message) as e:
+        edn.loads("\n" + text, "f.edn")
+    assert e.value.file == "f.edn" and e.value.line in (1, 2)
+
+
+def test_knossos_vector_with_comments(tmp_path: Path) -> None:
+    p = tmp_path / "h.edn"
+    p.write_text(
+        "; a comment\n[{:process 0, :type :invoke, :f :write, :value 2}\n"
+        " {:process 0, :type :ok, :f :write, :value 2}\n ; another\n"
+        " {:process :nemesis, :type :info, :f :start, :value nil}]\n"
+    )
+    history = formats.load(p)
+    assert [o.line for o in history.ops] == [2, 3, 5]
+    assert history.ops[2].process == "nemesis"
+
+
+def test_edn_lines_fast_path_and_fallback(tmp_path: Path) -> None:
+    p = tmp_path / "kv.txt"
+    p.write_text(
+        '{:process 1, :type :invoke, :f :append, :key "0", :value "x 1 0 y"}\n'
+        '{:process 1, :type :ok, :f :append, :key "0", :value "x 1 0 y"}\n'
+        "{:process 2, :type :invoke, :f :cas, :value [1 2]}\n"
+    )
+    history = formats.load(p)
+    assert history.ops[0].key == "0" and history.ops[2].value == [1, 2]
+    assert [o.line for o in history.ops] == [1, 2, 3]
+
+
+def test_jepsen_log_tabs_spaces_and_timeouts(tmp_path: Path) -> None:
+    p = tmp_path / "etcd.log"
+    p.write_text(
+        "INFO  jepsen.util - 0\t:invoke\t:read\tnil\n"
+        "some unrelated line\n"
+        "INFO  jepsen.util - 0   :fail   :read   :timed-out\n"
+        "INFO  jepsen.util - 2\t:invoke\t:cas\t[3 0]\n"
+        "INFO  jepsen.util - 2\t:info\t:cas\t:timed-out\n"
+        "INFO  jepsen.util - :nemesis\t:info\t:start\tnil\n"
+    )
+    history = formats.load(p)
+    assert formats.detect(str(p), p.read_text()) == "jepsen-log"
+    read, cas = history.operations()
+    assert read.type == "fail" and read.complete is not None and read.complete.error == "timed-out"
+    assert cas.type == "info" and cas.value == [3, 0]
+    assert [o.line for o in history.ops] == [1, 3, 4, 5, 6]
+
+
+def test_bad_input_files(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    with pytest.raises(InputError, match="empty history"):
+        formats.load(empty)
+    with pytest.raises(InputError, match="no such file"):
+        formats.load(tmp_path / "missing.jsonl")
+    odd = tmp_path / "odd.txt"
+    odd.write_text("hello world\n")
+    with pytest.raises(InputError, match="cannot tell the history format"):
+        formats.load(odd)
+    bad = tmp_path / "bad.edn"
+    bad.write_text("[{:process 0 :type :weird :f :read}]")
+    with pytest.raises(InputError, match="unknown :type") as e:
+        formats.load(bad)
+    assert e.value.line == 1
+
+
+# ----------------------------------------------------------- round trips
+json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.text(max_size=8))
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.from_regex(r"[a-z][a-z0-9\-]{0,6}", fullmatch=True), inner, max_size=3),
+    ),
+    max_leaves=8,
+)
+
+
+@given(json_values)
+def test_edn_value_round_trip(value: object) -> None:
+    def to_edn(v: object) -> object:
+        if isinstance(v, dict):
+            return {edn.Keyword(k): to_edn(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [to_edn(x) for x in v]
+        return v
+
+    assert formats._plain(edn.loads(edn.dumps(to_edn(value)))) == value
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[dict]:
+    n = draw(st.integers(1, 6))
+    rows = []
+    for p in range(n):
+        f = draw(st.sampled_from(["read", "write", "cas", "send"]))
+        key = draw(st.one_of(st.none(), st.sampled_from(["r1", "t0-2"])))
+        for typ in ("invoke", draw(st.sampled_from(["ok", "fail", "info"]))):
+            row = {"index": len(rows), "time": len(rows) * 7, "process": p, "type": typ, "f": f}
+            if key is not None:
+                row["key"] = key
+            row["value"] = draw(json_values)
+            if draw(st.booleans()):
+                row["node"] = "n1"
+            rows.append(row)
+    rows.append(
+        {
+            "index": len(rows),
+            "time": 0,
+            "process": "nemesis",
+            "type": "info",
+            "f": "start-partition",
+            "value": {"n1": ["n2", "n3"]},
+        }
+    )
+    return rows
+
+
+@given(histories())
+def test_jsonl_edn_round_trip(rows: list[dict]) -> None:
+    history = parse_jsonl([json.dumps(r) for r in rows], "h.jsonl")
+    text = formats.to_edn(history)
+    back = formats.parse_edn(text, "h.edn")
+    assert [o.to_dict() for o in back.ops] == [o.to_dict() for o in history.ops]
+
+
+def test_edn_export_is_knossos_shaped() -> None:
+    op = Op(index=0, type="invoke", process=3, f="cas", value=[1, 4], time=12, key="r1")
+    assert formats.op_to_edn(op) == '{:index 0, :time 12, :type :invoke, :process 3, :f :cas, :key "r1", :value [1 4]}'

@@ -1,0 +1,26 @@
+"""Shared pytest fixtures and paths."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("KRAFTWERK_SHARED", ROOT.parent / "shared"))
+HISTORIES = SHARED / "data" / "histories"
+
+settings.register_profile(
+    "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+)
+settings.register_profile("dev", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+@pytest.fixture
+def histories_dir() -> Path:
+    if not HISTORIES.exists():
+        pytest.fail(f"shared histories not found at {HISTORIES} (set KRAFTWERK_SHARED)")
+    return HISTORIES

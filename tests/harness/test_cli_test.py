@@ -1,0 +1,88 @@
+"""`kraftwerk test --backend sim` end to end: store layout, verdicts, exit codes, bad options."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def kraftwerk(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_clean_run_is_valid_and_stored(tmp_path: Path) -> None:
+    r = kraftwerk("test", "--backend", "sim", "--time-limit", "10", "--seed", "5", "--store", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    run = (tmp_path / "latest").resolve()
+    assert run.parent.name == "register-sim" and (tmp_path / "register-sim" / "latest").resolve() == run
+    for name in ("test.json", "history.jsonl", "events.jsonl", "results.json", "schedule.json"):
+        assert (run / name).is_file(), name
+    assert sorted(p.name for p in (run / "logs").iterdir()) == [f"n{i}.jsonl" for i in range(1, 6)]
+    test = json.loads((run / "test.json").read_text())
+    assert test["seed"] == 5 and test["nemesis"] == ["partition", "kill", "pause", "clock"]
+    results = json.loads((run / "results.json").read_text())
+    assert results["valid"] is True
+    assert "--seed 5" in results["run"]["reproduce"]
+    # the stored history checks the same way from the command line
+    r2 = kraftwerk("check", str(run))
+    assert r2.returncode == 0, r2.stdout
+    assert "Everything looks good" in r.stderr
+
+
+def test_same_seed_same_history(tmp_path: Path) -> None:
+    digests = []
+    for store in ("a", "b"):
+        args = ["test", "--time-limit", "5", "--seed", "9", "--store", str(tmp_path / store), "-q"]
+        assert kraftwerk(*args).returncode == 0
+        digests.append((tmp_path / store / "latest" / "history.jsonl").read_bytes())
+    assert digests[0] == digests[1]
+
+
+def test_seeded_bug_is_invalid(tmp_path: Path) -> None:
+    r = kraftwerk("test", "--time-limit", "10", "--seed", "1", "--bug", "stale-read", "--store", str(tmp_path))
+    assert r.returncode == 1, r.stderr
+    results = json.loads((tmp_path / "latest" / "results.json").read_text())
+    assert results["linearizable"]["valid"] is False
+    assert (tmp_path / "latest" / "timeline.html").is_file()
+    assert "Analysis invalid" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--nemesis", "partition,flood"], "unknown nemesis flood"),
+        (["--bug", "no-such-bug"], "--bug no-such-bug"),
+        (["--partition-kinds", "leader,ring"], "--partition-kinds: unknown partition kind ring"),
+        (["--nodes", "0"], "--nodes"),
+        (["--backend", "docker", "--workload", "queue", "--nodes", "2"], "--replication-factor must be between"),
+        (["--time-limit", "abc"], "--time-limit"),
+    ],
+)
+def test_bad_options_exit_254(tmp_path: Path, args: list[str], message: str) -> None:
+    r = kraftwerk("test", "--store", str(tmp_path), *args)
+    assert r.returncode == 254
+    assert message in r.stderr
+
+
+def test_queue_workload_safe_profile_is_valid(tmp_path: Path) -> None:
+    r = kraftwerk("test", "--workload", "queue", "--time-limit", "10", "--seed", "3", "--store", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    run = (tmp_path / "latest").resolve()
+    results = json.loads((run / "results.json").read_text())
+    assert results["queue"]["valid"] is True and results["partition-logs"]["valid"] is True
+    assert results["queue"]["stats"]["sends"]["ok"] > 50
+    assert sorted(p.name for p in (run / "logs" / "partitions").iterdir()) == ["t0-0", "t0-1", "t0-2"]
+    test = json.loads((run / "test.json").read_text())
+    assert test["acks"] == "all" and test["min-isr"] == 2
+    assert kraftwerk("check", str(run)).returncode == 0
+
+
+def test_queue_bad_options(tmp_path: Path) -> None:
+    r = kraftwerk("test", "--workload", "queue", "--replication-factor", "7", "--store", str(tmp_path))
+    assert r.returncode == 254 and "--replication-factor" in r.stderr
+    r = kraftwerk("test", "--workload", "queue", "--allow", "nonsense", "--store", str(tmp_path))
+    assert r.returncode == 254 and "--allow nonsense" in r.stderr

@@ -1,0 +1,83 @@
+"""`kraftwerk test --backend local`: node processes on 127.0.0.x; partitions as per-address iptables rules (root)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from harness.nemesis import partitions
+from harness.runner.db import NodeDB
+from harness.runner.local import LocalBackend, LocalPartitionNemesis, chain_name
+from tests.harness.backends.clusters import need_faketime
+from tests.harness.runner import realtest
+
+pytestmark = [pytest.mark.slow]
+
+
+def test_register_chaos_on_local_is_valid_and_leaves_nothing(tmp_path: Path) -> None:
+    need_faketime()
+    nemesis = "partition,kill,pause,clock" if os.geteuid() == 0 else "kill,pause,clock"
+    r = realtest.kraftwerk_test(
+        tmp_path, "--backend", "local", "--nemesis", nemesis, "--time-limit", "15", "--seed", "3"
+    )
+    run = realtest.latest(tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert realtest.results(run)["valid"] is True
+    realtest.check_run_layout(run, 5)
+    _, cluster = realtest.cluster_of(run)
+    assert realtest.leftovers(cluster) == []
+
+
+def test_loopback_partition_isolates_the_leader(tmp_path: Path) -> None:
+    """Nodes send from their own 127.0.0.x, so `-s a -d b` rules cut exactly the links of a grudge."""
+    if os.geteuid() != 0:
+        pytest.skip("partitions on the local backend need root")
+    backend = LocalBackend(base_dir=tmp_path / "local")
+    with backend:
+        hosts = backend.create(3)
+        db = NodeDB(hosts, ports=backend.ports, listen_any=False, env=LocalBackend.node_env)
+        part = LocalPartitionNemesis(hosts, backend.cluster_id)
+        db.install()
+        with part, db:
+            leader, _ = asyncio.run(db.wait_ready(30))
+            _, epoch = NodeDB.leader_of(asyncio.run(db.describe_all()))
+            grudge = part.start(partitions.make("leader", [h.name for h in hosts], random.Random(0), leader))
+            assert sorted(grudge[leader]) == sorted(h.name for h in hosts if h.name != leader)
+            assert len(part.rules(leader)) == 2
+            # the other two elect a new leader in a later epoch; the client (127.0.0.1) still reaches everyone
+            majority = [h.name for h in hosts if h.name != leader]
+
+            async def new_leader() -> tuple[str | None, int]:
+                for _ in range(150):
+                    statuses = await db.describe_all()
+                    assert all(statuses.values()), "a partition between nodes must not cut the harness off"
+                    lead, e = NodeDB.leader_of({n: statuses[n] for n in majority})
+                    if lead is not None and e > epoch:
+                        return lead, e
+                    await asyncio.sleep(0.1)
+                raise AssertionError("no new leader behind the partition")
+
+            new, new_epoch = asyncio.run(new_leader())
+            assert new in majority and new_epoch > epoch
+            part.heal()
+            assert part.rules(leader) == []
+            healed, _ = asyncio.run(db.wait_ready(30))
+            assert healed in [h.name for h in hosts]
+        assert chain_name(backend.cluster_id) not in realtest.leftovers(backend.cluster_id)
+    assert realtest.leftovers(backend.cluster_id) == []
+
+
+def test_local_partition_needs_root_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.cli import build_parser
+    from harness.test_command import _validate
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    args = build_parser().parse_args(["test", "--backend", "local", "--store", str(tmp_path)])
+    problem = _validate(args) or ""
+    assert "partitions on the local backend need root" in problem
+    args = build_parser().parse_args(["test", "--backend", "local", "--nemesis", "kill,pause,clock"])
+    assert _validate(args) is None

@@ -1,0 +1,47 @@
+"""`kraftwerk test --backend netns`: the same register chaos test with nodes in network namespaces (root)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.harness.backends.clusters import need_faketime, need_root
+from tests.harness.runner import realtest
+
+pytestmark = [pytest.mark.slow]
+
+
+def test_register_chaos_on_netns_is_valid_and_leaves_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    need_root()
+    need_faketime()
+    r = realtest.kraftwerk_test(
+        tmp_path, "--backend", "netns", "--nemesis", "partition,kill,pause,clock", "--time-limit", "25", "--seed", "7"
+    )
+    run = realtest.latest(tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = realtest.results(run)
+    assert res["valid"] is True
+    stats = res["run"]
+    with capsys.disabled():
+        print(
+            f"\nnetns 5-node cluster ready in {stats['ready-seconds']}s; 25 s chaos run took {stats['wall-seconds']}s, "
+            f"{stats['operations']} ops ({stats['ops-per-second']} ops/s)"
+        )
+    assert stats["ready-seconds"] <= 15
+    schedule = realtest.check_run_layout(run, 5)
+    assert {"start-partition", "kill", "pause", "bump-clock"} <= {e["f"] for e in schedule["nemesis"]}
+    _, cluster = realtest.cluster_of(run)
+    assert realtest.leftovers(cluster) == []
+
+
+def test_netns_needs_root_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.cli import build_parser
+    from harness.test_command import _validate
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    args = build_parser().parse_args(["test", "--backend", "netns", "--store", str(tmp_path)])
+    assert "needs root" in (_validate(args) or "")

@@ -1,0 +1,276 @@
+"""`kraftwerk replay` of queue runs on real clusters: the plan of a simulated or real queue run (no time
+shift, ops without nodes, the stored topic options), the queue client executing the stored ops against
+a fake broker, and a short local-backend replay of a simulated queue run end to end."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkers.errors import InputError
+from harness.recorder import Recorder
+from harness.replay_real import Plan, _namespace, load_plan, replay_generator
+from harness.runner.interpreter import Applied, Interpreter, monotonic_clock
+from harness.runner.queue_workload import QueueClient, QueueWorkload
+from nodes.kafka import protocol as kp
+from nodes.kafka.records import build_batch, encode_batch, iter_batches
+from tests.harness.runner import realtest
+
+MS = 1_000_000
+S = 1_000_000_000
+MAIN = 4 * S  # when the simulated queue run's main phase began (topic led), on the simulator's clock
+
+
+def state(node: str, t: int, leader: str | None) -> dict[str, Any]:
+    return {"node": node, "time": t, "type": "state", "epoch": 1, "role": "follower", "leader": leader}
+
+
+READY = [state("n1", 1_500 * MS, "n2"), state("n2", 1_500 * MS, "n2"), state("n3", 1_600 * MS, "n2")]
+
+OPS = [
+    {"at": 100 * MS, "client": 0, "f": "assign", "key": None, "value": ["t0-0", "t0-1"]},
+    {"at": 200 * MS, "client": 1, "f": "send", "key": "t0-1", "value": 1},
+    {"at": 300 * MS, "client": 0, "f": "poll", "key": "t0-1", "value": None},
+    {"at": 11 * S, "client": 1, "f": "send", "key": "t0-0", "value": 2},  # past the time limit
+]
+
+
+def history() -> list[dict[str, Any]]:
+    """The stored simulated history: on the simulator's clock, i.e. MAIN + each op's `at`."""
+    rows = [
+        (100 * MS, 0, "invoke", "assign", None),
+        (100 * MS, 0, "ok", "assign", None),
+        (200 * MS, 1, "invoke", "send", "t0-1"),
+        (250 * MS, 1, "ok", "send", "t0-1"),  # completed before the poll started: the poll waits for it
+        (300 * MS, 0, "invoke", "poll", "t0-1"),
+        (320 * MS, 0, "ok", "poll", "t0-1"),
+    ]
+    out = []
+    for i, (t, p, typ, f, key) in enumerate(rows):
+        row: dict[str, Any] = {"index": i, "time": MAIN + t, "process": p, "type": typ, "f": f}
+        if key is not None:
+            row["key"] = key
+        out.append(row)
+    return out
+
+
+def write_run(d: Path, backend: str, schedule: dict[str, Any], test: dict[str, Any], anomalies: list[str]) -> Path:
+    d.mkdir(parents=True)
+    (d / "test.json").write_text(json.dumps({"name": "q", "backend": backend, "workload": "queue", **test}))
+    (d / "schedule.json").write_text(json.dumps(schedule))
+    (d / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in READY))
+    (d / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in history()))
+    (d / "results.json").write_text(json.dumps({"valid": False, "anomaly-types": anomalies}))
+    return d
+
+
+def queue_schedule(**kw: Any) -> dict[str, Any]:
+    doc = {
+        "format": 1,
+        "workload": "queue",
+        "seed": 7,
+        "nodes": 3,
+        "concurrency": 2,
+        "time-limit": 10.0,
+        "bugs": ["hw-from-leader"],
+        "acks": -1,
+        "partitions": 2,
+        "replication-factor": 3,
+        "min-isr": 3,
+        "unclean": False,
+        "nemesis": [{"at": 150 * MS, "package": "kill", "f": "kill", "value": "leader"}],
+        "ops": OPS,
+    }
+    doc.update(kw)
+    return doc
+
+
+def replay_args() -> argparse.Namespace:
+    return argparse.Namespace(
+        backend="local",
+        check_time_limit=60.0,
+        quiet=True,
+        ssh_hosts=None,
+        ssh_user=None,
+        ssh_key=None,
+        ssh_known_hosts=None,
+        keep_unsynced=False,
+    )
+
+
+def test_sim_queue_plan_keeps_times_ops_without_nodes_and_the_topic_options(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", "sim", queue_schedule(), {}, ["lost-write", "MajorityReachedHighWatermark"])
+    plan = load_plan(run)
+    assert plan.workload == "queue" and plan.shift_ns == 0 and plan.time_limit == 10.0  # no shift for queue runs
+    assert [(o["at"], o["client"], o["f"], o["key"], o["value"], o["node"]) for o in plan.ops] == [
+        (100 * MS, 0, "assign", None, ["t0-0", "t0-1"], None),
+        (200 * MS, 1, "send", "t0-1", 1, None),
+        (300 * MS, 0, "poll", "t0-1", None, None),
+    ]
+    # the history is brought to the main phase's origin (else nothing would have completed before anything):
+    # the send waits for the assign and the kill, the poll for the send (done at 250 ms) and the kill
+    assert [o["after"] for o in plan.ops] == [[], [0, 3], [1, 3]]
+    assert plan.events[0]["after"] == [0]  # the assign had completed before the kill, the send had not
+    assert plan.queue == {
+        "acks": "all",
+        "partitions": 2,
+        "replication-factor": 3,
+        "min-isr": 3,
+        "unclean": False,
+        "allow": [],
+    }
+    target, mapped = plan.target()
+    assert target == {"lost-write", "committed-divergence", "hw-regression"} and mapped  # no linearizability check
+    ns = _namespace(plan, replay_args(), lambda leader: replay_generator(plan))
+    assert (ns.workload, ns.acks, ns.partitions, ns.replication_factor, ns.min_isr) == ("queue", "all", 2, 3, 3)
+    assert ns.unclean is False and ns.allow == [] and ns.bug == ["hw-from-leader"]
+    assert ns.lose_unsynced is True  # the simulator's crashes lose unsynced writes: so do the replay's kills
+    keep = replay_args()
+    keep.keep_unsynced = True
+    assert _namespace(plan, keep, lambda leader: replay_generator(plan)).lose_unsynced is False
+
+
+def test_real_queue_plan_takes_the_options_from_test_json(tmp_path: Path) -> None:
+    ops = [{**o, "node": "n2" if o["f"] == "send" else None} for o in OPS]  # a real run's ops: node, or none
+    doc = {k: v for k, v in queue_schedule(ops=ops).items() if k not in ("acks", "min-isr", "partitions")}
+    test = {"acks": "1", "min-isr": 1, "partitions": 4, "allow": ["lost-write"], "nemesis": ["kill"]}
+    plan = load_plan(write_run(tmp_path / "run", "docker", doc, test, ["inconsistent-offsets"]))
+    assert plan.queue["acks"] == "1" and plan.queue["min-isr"] == 1 and plan.queue["partitions"] == 4
+    assert plan.queue["allow"] == ["lost-write"] and plan.nemeses == ["kill"]
+    assert [o["node"] for o in plan.ops] == [None, "n2", None]
+
+
+def test_register_ops_still_need_a_node_and_other_workloads_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="register and queue"):
+        load_plan(write_run(tmp_path / "a", "sim", queue_schedule(workload="kv"), {}, []))
+    (tmp_path / "b").mkdir()
+    run = write_run(tmp_path / "b" / "run", "sim", queue_schedule(workload="register"), {}, [])
+    (run / "test.json").write_text(json.dumps({"name": "r", "backend": "sim", "workload": "register"}))
+    with pytest.raises(InputError, match="op on node None"):
+        load_plan(run)
+
+
+class FakeBrokerClient(QueueClient):
+    """The real queue client against an in-memory broker (every partition led by n1): Produce appends,
+    Fetch returns the records from the requested offset; every request is noted in `calls`."""
+
+    def __init__(self, workload: QueueWorkload, process: int, logs: dict[int, list[int]], calls: list[Any]) -> None:
+        super().__init__(workload, process, random.Random(process))
+        self.process, self.logs, self.calls = process, logs, calls
+
+    async def _leader(self, key: str, deadline: float) -> str | None:
+        return "n1"
+
+    async def _call(self, node: str, api: int, version: int, request: Any, deadline: float) -> Any:
+        if api == kp.ApiKey.PRODUCE:
+            part = request.topic_data[0].partition_data[0]
+            log = self.logs.setdefault(part.index, [])
+            base = len(log)
+            for batch in iter_batches(part.records):
+                for _offset, _ts, _key, data, _headers in batch.entries():
+                    log.append(int(data))
+            self.calls.append((self.process, "produce", part.index, log[base:]))
+            response = kp.PartitionProduceResponse(index=part.index, error_code=0, base_offset=base, record_errors=[])
+            topic = kp.TopicProduceResponse(name="t0", partition_responses=[response])
+            return kp.ProduceResponse(responses=[topic], throttle_time_ms=0).encode(version)
+        part = request.topics[0].partitions[0]
+        log = self.logs.get(part.partition, [])
+        self.calls.append((self.process, "fetch", part.partition, part.fetch_offset))
+        records = b"".join(
+            encode_batch(build_batch([(None, str(v).encode())], base_offset=off))
+            for off, v in enumerate(log)
+            if off >= part.fetch_offset
+        )
+        answer = kp.FetchResponsePartition(
+            partition_index=part.partition, error_code=0, high_watermark=len(log), records=records
+        )
+        topic = kp.FetchResponseTopic(topic="t0", partitions=[answer])
+        return kp.FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=[topic]).encode(version)
+
+
+def test_the_queue_client_executes_the_stored_ops(tmp_path: Path) -> None:
+    """Stored sends with their values, assigns with theirs, polls from the process's own positions; a poll
+    after the process crashed (its assignment gone with it) fails without a request."""
+
+    def op(at_ms: int, client: int, f: str, key: str | None, value: Any) -> dict[str, Any]:
+        return {"at": at_ms * MS, "client": client, "f": f, "key": key, "value": value, "node": None}
+
+    ops = [
+        op(10, 0, "assign", None, ["t0-1"]),
+        op(20, 1, "send", "t0-1", 41),
+        op(40, 1, "send", "t0-1", 42),
+        op(60, 0, "poll", "t0-1", None),  # reads 41 and 42 from offset 0
+        op(80, 1, "send", "t0-1", 43),
+        op(100, 0, "poll", "t0-1", None),  # from its position 2: reads 43 only
+        op(120, 0, "poll", "t0-0", None),  # never assigned: not-assigned
+        op(140, 1, "send", "t0-0", 7),
+    ]
+    plan = Plan(Path("."), "sim", "queue", 1, 3, 2, 0.4, [], [], [], ops)
+    workload = QueueWorkload({"n1": ("127.0.0.1", 1)}, seed=1, partitions=2)
+    logs: dict[int, list[int]] = {}
+    calls: list[Any] = []
+    clock = monotonic_clock()
+
+    async def nemesis(o: dict[str, Any]) -> Applied:
+        return Applied(o["value"], o["value"])
+
+    rec = Recorder(clock, tmp_path / "h.jsonl")
+    interp = Interpreter(2, lambda t, p: FakeBrokerClient(workload, p, logs, calls), nemesis, rec, clock)
+
+    async def go() -> None:
+        try:
+            await interp.run(replay_generator(plan))
+        finally:
+            await interp.close()
+
+    asyncio.run(go())
+    assert logs == {1: [41, 42, 43], 0: [7]}  # the stored values, on the stored partitions
+    assert [c for c in calls if c[1] == "fetch"] == [(0, "fetch", 1, 0), (0, "fetch", 1, 2)]
+    done = [(o.process, o.f, o.key, o.type, o.value) for o in rec.ops if o.type != "invoke"]
+    assert (0, "poll", "t0-1", "ok", [[0, 41], [1, 42]]) in done
+    assert (0, "poll", "t0-1", "ok", [[2, 43]]) in done
+    assert (0, "poll", "t0-0", "fail", None) in done
+    assert (1, "send", "t0-0", "ok", [0, 7]) in done
+    assert [(o["client"], o["f"], o["key"], o["value"]) for o in interp.ops] == [
+        (o["client"], o["f"], o["key"], o["value"]) for o in ops
+    ]
+
+
+@pytest.mark.slow
+def test_local_replay_of_a_simulated_queue_run(tmp_path: Path) -> None:
+    """A short simulated queue run with kills, replayed on local processes: the same ops from the same slots."""
+    sim = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "test", "--workload", "queue", "--backend", "sim"]
+        + ["--store", str(tmp_path / "sim"), "--nodes", "3", "--concurrency", "2", "--time-limit", "6"]
+        + ["--nemesis", "kill", "--interval", "1", "--seed", "4", "--partitions", "2", "--min-isr", "1", "-q"],
+        cwd=realtest.ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert sim.returncode == 0, sim.stderr[-2000:]
+    source = realtest.latest(tmp_path / "sim")
+    plan = load_plan(source)
+    assert plan.ops and plan.events and plan.queue["partitions"] == 2 and plan.queue["min-isr"] == 1
+    cmd = [sys.executable, "-m", "harness.cli", "replay", str(source), "--backend", "local"]
+    cmd += ["--store", str(tmp_path / "real"), "--times", "1"]
+    r = subprocess.run(cmd, cwd=realtest.ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]  # a valid run stays valid
+    assert "reproduced in 0 of 1 attempts" in r.stderr and "queue: 2 partitions" in r.stderr
+    attempt = Path(json.loads(r.stdout.strip().splitlines()[-1])["runs"][0]["run"])
+    test = json.loads((attempt / "test.json").read_text())
+    assert test["workload"] == "queue" and test["partitions"] == 2 and test["min-isr"] == 1 and test["acks"] == "all"
+    schedule = json.loads((attempt / "schedule.json").read_text())
+    want = sorted(((o["client"], o["f"], o["key"], o["value"]) for o in plan.ops), key=str)
+    got = sorted(((o["client"], o["f"], o["key"], o["value"]) for o in schedule["ops"]), key=str)
+    assert got == want
+    assert [e["f"] for e in schedule["nemesis"]] == [e["f"] for e in plan.events]
+    _, cluster = realtest.cluster_of(attempt)
+    assert realtest.leftovers(cluster) == []

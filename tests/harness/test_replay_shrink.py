@@ -1,0 +1,158 @@
+"""explore → replay → shrink on the simulator, and the regression test that shrink writes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from harness.explore import run_explore
+from harness.replay import run_replay
+from harness.shrink import build, fault_groups, parse_budget, run_shrink
+from harness.sim.cluster import SimOptions
+from harness.simrun import options_from_schedule
+
+
+def explore(tmp_path: Path, bug: str, seed: int = 100) -> Path:
+    args = argparse.Namespace(
+        workload="register",
+        budget="90s",
+        bug=[bug],
+        nemesis="partition,kill,pause,clock",
+        nodes=5,
+        concurrency=10,
+        time_limit=20.0,
+        seed=seed,
+        store=str(tmp_path),
+    )
+    assert run_explore(args) == 1
+    return (tmp_path / "latest").resolve()
+
+
+@pytest.fixture(scope="module")
+def stale_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return explore(tmp_path_factory.mktemp("explore"), "stale-read")
+
+
+def test_explore_stores_a_failing_run(stale_run: Path) -> None:
+    results = json.loads((stale_run / "results.json").read_text())
+    assert results["valid"] is False
+    schedule = json.loads((stale_run / "schedule.json").read_text())
+    assert schedule["ops"] and schedule["bugs"] == ["stale-read"]
+
+
+def test_replay_is_identical(stale_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_replay(argparse.Namespace(run_dir=str(stale_run), times=2)) == 1
+    err = capsys.readouterr().err
+    assert err.count("identical to the stored run") == 2
+
+
+def test_replay_detects_a_changed_history(stale_run: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("test.json", "schedule.json"):
+        (copy / name).write_bytes((stale_run / name).read_bytes())
+    lines = (stale_run / "history.jsonl").read_text().splitlines()
+    lines[3] = lines[3].replace('"invoke"', '"invoke" ')
+    (copy / "history.jsonl").write_text("\n".join(lines) + "\n")
+    assert run_replay(argparse.Namespace(run_dir=str(copy), times=1)) == 255
+
+
+def test_replay_rejects_non_runs(tmp_path: Path) -> None:
+    assert run_replay(argparse.Namespace(run_dir=str(tmp_path), times=1)) == 254
+
+
+def test_shrink_to_a_minimal_schedule_and_regression_test(stale_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_shrink(argparse.Namespace(run_dir=str(stale_run), budget="180s", quiet=True)) == 1
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["after"]["fault-events"] <= 5 and summary["after"]["operations"] <= 50
+    assert summary["after"]["operations"] < summary["before"]["operations"]
+    minimal = stale_run / "minimal"
+    assert run_replay(argparse.Namespace(run_dir=str(minimal), times=1)) == 1
+    test_file = minimal / "test_regression.py"
+    env = dict(os.environ)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)]
+    with_bug = subprocess.run(cmd, env={**env, "KRAFTWERK_BUGS": "stale-read"}, capture_output=True, text=True)
+    without = subprocess.run(cmd, env={**env, "KRAFTWERK_BUGS": ""}, capture_output=True, text=True)
+    assert with_bug.returncode == 1, with_bug.stdout
+    assert without.returncode == 0, without.stdout
+
+
+@pytest.mark.slow
+def test_shrink_gets_commit_old_epoch_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The bug whose long runs shrank worst (3 faults, 88 operations after 4 minutes): from a fresh
+    small start it gets to at most 5 fault events and 50 operations well inside a 90 s budget."""
+    run = explore(tmp_path, "commit-old-epoch", seed=0)
+    capsys.readouterr()
+    assert run_shrink(argparse.Namespace(run_dir=str(run), budget="90s", quiet=True)) == 1
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["after"]["fault-events"] <= 5 and summary["after"]["operations"] <= 50, summary
+    assert summary["valid-without-bugs"] is True
+    assert run_replay(argparse.Namespace(run_dir=str(run / "minimal"), times=1)) == 1
+
+
+def test_robust_shrink_keeps_schedules_that_fail_under_other_timings(
+    stale_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    from harness.shrink import ROBUST_SEED_STEP
+    from harness.simrun import simulate
+
+    run = tmp_path / "run"
+    shutil.copytree(stale_run, run, ignore=shutil.ignore_patterns("minimal"))
+    capsys.readouterr()
+    assert run_shrink(argparse.Namespace(run_dir=str(run), budget="60s", quiet=True, robust=3)) == 1
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["robust"] == 3 and summary["robust-reached"] is True
+    opts = options_from_schedule(json.loads((run / "minimal" / "schedule.json").read_text()))
+    for k in range(3):  # the minimal schedule fails at its own seed and at the two other timings
+        checked = simulate(replace(opts, seed=opts.seed + k * ROBUST_SEED_STEP))
+        assert checked.valid is False and "nonlinearizable" in checked.anomalies
+    bad = argparse.Namespace(run_dir=str(run), budget="60s", quiet=True, robust=0)
+    assert run_shrink(bad) == 254
+    assert "--robust must be between 1 and 20" in capsys.readouterr().err
+
+
+def test_fault_groups_pair_starts_with_stops() -> None:
+    events = [
+        {"at": 1, "package": "kill", "f": "kill", "value": ["n1"]},
+        {"at": 2, "package": "partition", "f": "start-partition", "value": {"kind": "one", "grudge": {}}},
+        {"at": 3, "package": "kill", "f": "start", "value": None},
+        {"at": 4, "package": "pause", "f": "pause", "value": "leader"},
+    ]
+    groups = fault_groups(events)
+    assert [[e["f"] for e in g] for g in groups] == [["kill", "start"], ["start-partition"], ["pause"]]
+
+
+def test_build_restricts_to_fewer_nodes_and_renumbers_clients() -> None:
+    groups = [
+        [
+            {"at": 1, "package": "kill", "f": "kill", "value": ["n4", "n5"]},
+            {"at": 2, "package": "kill", "f": "start", "value": None},
+        ],
+        [{"at": 3, "package": "pause", "f": "pause", "value": ["n2", "n5"]}],
+    ]
+    ops = [{"at": 5, "client": 7, "f": "read", "key": "r1", "value": None, "node": "n5"}]
+    opts = build(SimOptions(), groups, ops, 3, 10.0)
+    assert [e["f"] for e in opts.schedule or []] == ["pause"] and opts.schedule[0]["value"] == ["n2"]
+    assert opts.ops == [{**ops[0], "client": 0, "node": "n2"}] and opts.concurrency == 1 and opts.nodes == 3
+
+
+def test_budget_parsing() -> None:
+    assert parse_budget("90s") == 90 and parse_budget("5m") == 300 and parse_budget("2") == 2
+    with pytest.raises(ValueError):
+        parse_budget("soon")
+
+
+def test_schedule_without_ops_is_rejected() -> None:
+    from checkers.errors import InputError
+
+    with pytest.raises(InputError, match="ops"):
+        options_from_schedule({"seed": 1, "nodes": 3, "concurrency": 1, "time-limit": 1, "nemesis": []})

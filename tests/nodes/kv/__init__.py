@@ -1,0 +1,1 @@
+"""Tests for the register state machine (nodes/kv)."""

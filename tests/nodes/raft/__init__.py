@@ -1,0 +1,1 @@
+"""Tests for the sans-IO raft core (nodes/raft)."""
