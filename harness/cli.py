@@ -8,6 +8,8 @@ lazily so `kraftwerk check` starts fast.
 from __future__ import annotations
 
 import argparse
+import faulthandler
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -193,6 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `kraftwerk` console script."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if argv is None and hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 PID`: where is it stuck?
     parser = build_parser()
     try:
         args = parser.parse_args(args_list)

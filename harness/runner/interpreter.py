@@ -18,7 +18,7 @@ import contextlib
 import heapq
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -257,6 +257,7 @@ class Interpreter:
         assert self._done is not None
         inbox = self._inbox[thread]
         while True:
+            _raise_if_cancelled()  # a cancel swallowed anywhere inside the last invoke ends the worker here
             op = await inbox.get()
             try:
                 client = await self._client_for(thread, op["process"])
@@ -275,6 +276,7 @@ class Interpreter:
         assert self._done is not None
         inbox = self._inbox[thread]
         while True:
+            _raise_if_cancelled()
             op = await inbox.get()
             if self.nemesis_handler is None:
                 result = Applied(op.get("value"), op.get("value"), "no nemesis")
@@ -287,16 +289,40 @@ class Interpreter:
 
     async def close(self) -> None:
         """Stop the workers and close every client."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        await cancel_and_wait(self._tasks)
         self._tasks = []
         for _, client in self._clients.values():
             with contextlib.suppress(Exception):
                 await client.close()
         self._clients = {}
+
+
+async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any]], grace: float = 10.0) -> list[asyncio.Task[Any]]:
+    """Cancel `tasks` and wait until they are done — cancelling again every 0.5 s, because on Python 3.11
+    `asyncio.wait_for` can swallow a cancel, after which a task goes on to its next await. Returns the tasks
+    still not done after `grace` seconds (a bug somewhere; the caller names them and moves on)."""
+    pending = {t for t in tasks if not t.done()}
+    deadline = time.monotonic() + grace
+    while pending and time.monotonic() < deadline:
+        for t in pending:
+            t.cancel()
+        _, pending = await asyncio.wait(pending, timeout=min(0.5, max(0.0, deadline - time.monotonic())))
+    return sorted(pending, key=lambda t: t.get_name())
+
+
+def close_loop(runner: asyncio.Runner, grace: float = 10.0, log: Callable[[str], None] | None = None) -> None:
+    """Close `runner` without hanging: asyncio.Runner.close() cancels each remaining task once and waits
+    for all of them with no limit, so first cancel them with `cancel_and_wait`."""
+    loop = runner.get_loop()
+    others = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    stuck = loop.run_until_complete(cancel_and_wait(others, grace)) if others else []
+    if not stuck:
+        runner.close()
+        return
+    if log is not None:
+        log(f"warning: {len(stuck)} task(s) ignored cancellation: {', '.join(t.get_name() for t in stuck)}")
+    asyncio.set_event_loop(None)
+    loop.close()  # the runner is abandoned: its close() would wait for those tasks forever
 
 
 def _raise_if_cancelled() -> None:

@@ -40,7 +40,7 @@ from harness.nemesis.schedule import generate
 from harness.recorder import Recorder
 from harness.runner import generator as gen
 from harness.runner.db import ClusterNotReady, NodeDB
-from harness.runner.interpreter import Interpreter, monotonic_clock
+from harness.runner.interpreter import Interpreter, close_loop, monotonic_clock
 from harness.runner.nemesis import RunnerNemesis, parallel
 from harness.runner.progress import Progress
 from harness.runner.queue_workload import node_properties
@@ -208,33 +208,51 @@ def _drive(
     creating: float,
 ) -> Interpreter:
     """Wait for the cluster, then run every phase on one event loop; the interpreter that did it."""
-    with asyncio.Runner() as loop, progress:
-        leader, ready = loop.run(db.wait_ready(READY_TIMEOUT))
-        stats["election-seconds"] = round(ready, 2)
-        topic = loop.run(workload.setup(READY_TIMEOUT))
-        if topic:
-            stats["topic-seconds"] = round(topic, 2)
-        stats["ready-seconds"] = round(time.monotonic() - creating, 2)
-        progress.say(
-            f"cluster ready {stats['ready-seconds']:.1f}s after creating the hosts "
-            f"(leader {leader} elected and known to every node {ready:.1f}s after the nodes started)"
-        )
-        clock = monotonic_clock()
-        interp = Interpreter(
-            args.concurrency,
-            workload.client,
-            nemesis.apply,
-            Recorder(clock, run_dir / "history.jsonl"),
-            clock,
-            rng=random.Random(f"interpreter-{args.seed}"),
-            listener=progress.on_event,
-            log=progress.say,
-        )
-        try:
-            _phases(loop, interp, workload, nemesis, db, args, progress, stats, leader)
-        finally:
-            interp.recorder.close()
-        loop.run(interp.close())
+    loop = asyncio.Runner()
+    try:
+        with progress:
+            return _drive_on(loop, args, run_dir, db, nemesis, workload, progress, stats, creating)
+    finally:
+        close_loop(loop, log=progress.say)
+
+
+def _drive_on(
+    loop: asyncio.Runner,
+    args: argparse.Namespace,
+    run_dir: Path,
+    db: NodeDB,
+    nemesis: RunnerNemesis,
+    workload: Any,
+    progress: Progress,
+    stats: dict[str, Any],
+    creating: float,
+) -> Interpreter:
+    leader, ready = loop.run(db.wait_ready(READY_TIMEOUT))
+    stats["election-seconds"] = round(ready, 2)
+    topic = loop.run(workload.setup(READY_TIMEOUT))
+    if topic:
+        stats["topic-seconds"] = round(topic, 2)
+    stats["ready-seconds"] = round(time.monotonic() - creating, 2)
+    progress.say(
+        f"cluster ready {stats['ready-seconds']:.1f}s after creating the hosts "
+        f"(leader {leader} elected and known to every node {ready:.1f}s after the nodes started)"
+    )
+    clock = monotonic_clock()
+    interp = Interpreter(
+        args.concurrency,
+        workload.client,
+        nemesis.apply,
+        Recorder(clock, run_dir / "history.jsonl"),
+        clock,
+        rng=random.Random(f"interpreter-{args.seed}"),
+        listener=progress.on_event,
+        log=progress.say,
+    )
+    try:
+        _phases(loop, interp, workload, nemesis, db, args, progress, stats, leader)
+    finally:
+        interp.recorder.close()
+    loop.run(interp.close())
     return interp
 
 

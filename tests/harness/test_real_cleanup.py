@@ -47,7 +47,7 @@ def test_ctrl_c_mid_run_heals_and_removes_everything(kind: str, tmp_path: Path, 
         run = realtest.wait_for_faults(tmp_path / "store", proc, FAULTS)
         _, cluster = realtest.cluster_of(run)
         assert realtest.leftovers(cluster), "the running cluster should be visible"
-        code = realtest.interrupt(proc, signal.SIGINT)
+        code = realtest.interrupt(proc, signal.SIGINT, log=log)
     finally:
         if proc.poll() is None:
             proc.kill()

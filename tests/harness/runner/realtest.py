@@ -22,7 +22,12 @@ def kraftwerk_test(store: Path, *args: str, timeout: float = 600) -> subprocess.
 
 def start_kraftwerk_test(store: Path, log: IO[bytes], *args: str) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "harness.cli", "test", "--store", str(store), *args]
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    # a suite started in the background (`cmd &`) has SIGINT ignored, and the child would inherit that
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_default_sigint)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def latest(store: Path) -> Path:
@@ -61,9 +66,21 @@ def wait_for_faults(store: Path, proc: subprocess.Popen[bytes], fs: set[str], ti
     raise AssertionError(f"no {sorted(fs)} faults within {timeout}s")
 
 
-def interrupt(proc: subprocess.Popen[bytes], sig: int = signal.SIGINT, timeout: float = 120) -> int:
+def interrupt(
+    proc: subprocess.Popen[bytes], sig: int = signal.SIGINT, timeout: float = 120, log: Path | None = None
+) -> int:
+    """Send `sig` and wait for the exit status; on a hang, fail with every thread's stack (the CLI
+    dumps them on SIGUSR1) and the end of the harness's log."""
     proc.send_signal(sig)
-    return proc.wait(timeout)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        proc.kill()
+        proc.wait()
+        tail = log.read_text(errors="replace")[-12000:] if log is not None else "(no log)"
+        raise AssertionError(f"kraftwerk still running {timeout}s after {signal.Signals(sig).name}:\n{tail}") from None
 
 
 def cluster_of(run: Path) -> tuple[str, str]:

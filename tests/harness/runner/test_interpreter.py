@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from pathlib import Path
@@ -197,3 +198,66 @@ def test_cancel_is_honoured_even_when_wait_for_swallows_it(tmp_path: Path, monke
         return time.monotonic() - started
 
     assert asyncio.run(main()) < 1.0
+
+
+def test_a_worker_whose_cancel_was_swallowed_still_stops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hang behind a Ctrl-C that never exited: a client worker lost its one cancel in wait_for
+    (Python 3.11 returns the result when it lands in the same step as the cancel) and went back to
+    waiting for work, so asyncio.Runner.close() waited for it forever."""
+
+    async def swallowing_wait_for(aw: Any, timeout: float | None) -> Any:
+        inner = asyncio.ensure_future(aw)
+        try:
+            return await asyncio.shield(inner)
+        except asyncio.CancelledError:
+            return await inner  # the outer cancel is dropped
+
+    monkeypatch.setattr(asyncio, "wait_for", swallowing_wait_for)
+    interp, _ = make(tmp_path, concurrency=1)
+
+    async def main() -> bool:
+        interp._start_workers()
+        worker = next(t for t in interp._tasks if t.get_name() == "worker-0")
+        interp._inbox[0].put_nowait({"process": 0, "f": "read", "key": "k", "value": None})
+        await asyncio.sleep(0.001)  # the worker is inside invoke
+        worker.cancel()  # once, as asyncio.Runner.close() does
+        await asyncio.wait({worker}, timeout=1.0)
+        done = worker.done()
+        await interp.close()
+        return done
+
+    assert asyncio.run(main()) is True
+
+
+def test_close_loop_cancels_until_tasks_give_up_and_abandons_the_truly_stuck() -> None:
+    from harness.runner.interpreter import close_loop
+
+    async def swallow_once() -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(100)
+        await asyncio.sleep(100)  # only a second cancel ends this
+
+    async def never() -> None:
+        while True:
+            try:
+                await asyncio.sleep(100)
+            except asyncio.CancelledError:
+                continue
+
+    async def start(*coros: Any) -> list[asyncio.Task[None]]:
+        tasks = [asyncio.create_task(c, name=c.__name__) for c in coros]
+        await asyncio.sleep(0)
+        return tasks
+
+    runner = asyncio.Runner()
+    (once,) = runner.run(start(swallow_once()))
+    close_loop(runner, grace=2.0)
+    assert once.cancelled()
+
+    messages: list[str] = []
+    runner = asyncio.Runner()
+    runner.run(start(never()))
+    started = time.monotonic()
+    close_loop(runner, grace=0.6, log=messages.append)
+    assert time.monotonic() - started < 3.0
+    assert messages and "never" in messages[0]
