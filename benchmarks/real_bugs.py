@@ -1,7 +1,7 @@
 """How many real-cluster runs it takes to catch each seeded quorum bug (prints a table; RESULTS.md is not touched).
 
     python benchmarks/real_bugs.py [--backend docker|netns|local] [--bugs a,b] [--max-runs 5] [--time-limit 20]
-                                   [--nemesis kill --interval 1] [--lose-unsynced]
+                                   [--nemesis kill --interval 1] [--lose-unsynced] [--fsync-delay MS]
 
 For each bug, `kraftwerk test --backend B --bug X --seed S` runs with seeds 1, 2, … until one is
 invalid (exit 1) or --max-runs is reached. Reported per bug: runs until caught (or "not caught
@@ -53,6 +53,8 @@ def run_once(backend: str, bug: str | None, seed: int, args: argparse.Namespace,
         cmd += ["--bug", bug]
     if args.lose_unsynced:
         cmd.append("--lose-unsynced")
+    if args.fsync_delay:
+        cmd += ["--fsync-delay", str(args.fsync_delay)]
     started = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=args.time_limit * 4 + 600)
     seconds = time.monotonic() - started
@@ -81,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=10)
     p.add_argument("--no-control", action="store_true", help="skip the clean control run")
     p.add_argument("--lose-unsynced", action="store_true", help="kraftwerk test --lose-unsynced (power-loss kills)")
+    p.add_argument("--fsync-delay", type=int, default=0, metavar="MS", help="kraftwerk test --fsync-delay")
     p.add_argument("--store", default=None, help="keep the runs here (default: a temporary directory)")
     args = p.parse_args(argv)
     bugs: list[str | None] = [b for b in args.bugs.split(",") if b]

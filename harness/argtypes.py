@@ -25,3 +25,14 @@ def positive_int(text: str) -> int:
     if v <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
     return v
+
+
+def non_negative_int(text: str) -> int:
+    """A whole number, 0 or more."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
+    return v

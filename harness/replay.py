@@ -19,6 +19,7 @@ from pathlib import Path
 
 from checkers.errors import InputError
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, exit_code
+from harness.argtypes import non_negative_int
 from harness.simrun import file_sha256, load_run, options_from_schedule, simulate
 
 
@@ -117,6 +118,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="kills keep what a node wrote but did not fsync (a process crash). Default: lose it, as a power loss "
         "and the simulator's crashes do, when replaying a simulator run or a run made with --lose-unsynced",
+    )
+    r.add_argument(
+        "--fsync-delay",
+        type=non_negative_int,
+        default=None,
+        metavar="MS",
+        help="real backends: nodes wait MS milliseconds before each fsync (default: the stored run's, else 0)",
     )
     r.add_argument("--check-time-limit", type=float, default=300.0, metavar="S", help="checker budget (default 300)")
     r.add_argument("--ssh-hosts", metavar="FILE", help="ssh backend: hosts file (default: the stored run's)")

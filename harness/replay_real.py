@@ -476,6 +476,7 @@ def _namespace(plan: Plan, args: argparse.Namespace, make_main: Callable[[str | 
         replay_schedule=make_main,
         # the simulator's crashes lose unsynced writes: so do the replay's kills, unless told otherwise
         lose_unsynced=not args.keep_unsynced and (plan.source_backend == "sim" or bool(test.get("lose-unsynced"))),
+        fsync_delay=_fsync_delay(args, test),
     )
     if plan.workload == "queue":
         q = plan.queue or queue_options({}, test, plan.nodes)
@@ -615,3 +616,9 @@ def run(args: argparse.Namespace) -> int:
     if any(a["valid"] is not True for a in attempts):
         return EXIT_UNKNOWN
     return EXIT_VALID
+
+
+def _fsync_delay(args: argparse.Namespace, test: dict[str, Any]) -> int:
+    """--fsync-delay of the replay, else the stored run's."""
+    given = getattr(args, "fsync_delay", None)
+    return int(test.get("fsync-delay-ms", 0)) if given is None else given

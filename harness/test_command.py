@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.verdict import EXIT_BAD_INPUT, compose, exit_code
+from harness.argtypes import non_negative_int
 from harness.nemesis.partitions import KINDS
 from harness.store import new_run, write_json, write_jsonl
 
@@ -61,6 +62,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="real backends: nodes keep log appends in the process until they fsync them, so a kill loses "
         "unsynced writes as a power loss would (Jepsen's lazyfs idea); the simulator's disk always does",
+    )
+    p.add_argument(
+        "--fsync-delay",
+        type=non_negative_int,
+        default=0,
+        metavar="MS",
+        help="real backends: nodes wait MS milliseconds before each fsync of their logs (a slow disk); with "
+        "--lose-unsynced a kill in that window loses appends the followers already hold (default 0)",
     )
     q = p.add_argument_group("queue workload (Kafka's safe profile by default: any anomaly is a finding)")
     q.add_argument("--acks", default="all", choices=("all", "1", "0"), help="producer acks (default all)")
@@ -127,6 +136,8 @@ def _validate(args: argparse.Namespace) -> str | None:
         args.partition_kinds_parsed = parse_partition_kinds(getattr(args, "partition_kinds", "all"))
     except ValueError as e:
         return f"--partition-kinds: {e}"
+    if args.backend == "sim" and getattr(args, "fsync_delay", 0):
+        return "--fsync-delay is for real backends (the simulator's disk has its own fsync latency)"
     return _validate_real(args) if args.backend != "sim" else None
 
 
@@ -243,6 +254,10 @@ def reproduce_command(args: argparse.Namespace) -> str:
             parts += ["--allow", anomaly]
     for bug in sorted(set(args.bug)):
         parts += ["--bug", bug]
+    if getattr(args, "lose_unsynced", False):
+        parts.append("--lose-unsynced")
+    if getattr(args, "fsync_delay", 0):
+        parts += ["--fsync-delay", str(args.fsync_delay)]
     if args.backend == "ssh":
         parts += ["--ssh-hosts", args.ssh_hosts, "--ssh-user", args.ssh_user]
         parts += ["--ssh-key", args.ssh_key] if args.ssh_key else []
@@ -266,6 +281,7 @@ def describe_test(args: argparse.Namespace, name: str) -> dict[str, Any]:
         "seed": args.seed,
         "bugs": sorted(set(args.bug)),
         **({"lose-unsynced": True} if getattr(args, "lose_unsynced", False) else {}),
+        **({"fsync-delay-ms": args.fsync_delay} if getattr(args, "fsync_delay", 0) else {}),
         **(
             {
                 "acks": args.acks,

@@ -173,6 +173,7 @@ def _assemble(args: argparse.Namespace, backend: Backend, hosts: list[Host]) -> 
         properties={
             **(node_properties(args) if queue else {}),
             **({"kraftwerk.volatile.writes": "true"} if getattr(args, "lose_unsynced", False) else {}),
+            **({"kraftwerk.fsync.delay.ms": str(args.fsync_delay)} if getattr(args, "fsync_delay", 0) else {}),
         },
     )
     partition = None

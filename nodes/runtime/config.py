@@ -31,6 +31,9 @@ Accepted keys (anything else is an error naming the key):
 ``kraftwerk.volatile.writes``               ``true``: keep log appends in the process until fsync, so a
                                             SIGKILL loses unsynced writes as a power loss would (a
                                             fault-injection mode, like Jepsen's lazyfs), default false
+``kraftwerk.fsync.delay.ms``                wait this long before each fsync of the raft and partition
+                                            logs (a slow disk: with volatile writes, a kill in that
+                                            window loses what followers already hold), default 0
 broker keys                                 ``min.insync.replicas``, ``replica.lag.time.max.ms``,
                                             ``broker.session.timeout.ms``,
                                             ``broker.heartbeat.interval.ms``,
@@ -106,6 +109,7 @@ class NodeConfig:
     bugs: frozenset[str] = frozenset()
     seed: int | None = None
     volatile_writes: bool = False
+    fsync_delay_ms: int = 0
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     advertised_listener: Endpoint | None = None
 
@@ -132,6 +136,7 @@ _DEFAULTS: dict[str, str] = {
     "kraftwerk.pre.vote": "false",
     "kraftwerk.seed": "",
     "kraftwerk.volatile.writes": "false",
+    "kraftwerk.fsync.delay.ms": "0",
     "advertised.listeners": "",
 }
 _REQUIRED = ("node.id", "process.roles", "controller.quorum.voters", "listeners", "log.dirs")
@@ -383,6 +388,7 @@ def config_from_properties(props: Mapping[str, str]) -> NodeConfig:
         bugs=_bugs("kraftwerk.bugs", p["kraftwerk.bugs"]),
         seed=_int("kraftwerk.seed", seed_text, -(2**63), 2**63 - 1) if seed_text else None,
         volatile_writes=_bool("kraftwerk.volatile.writes", p["kraftwerk.volatile.writes"]),
+        fsync_delay_ms=_int("kraftwerk.fsync.delay.ms", p["kraftwerk.fsync.delay.ms"], 0, 60_000),
         broker=broker,
         advertised_listener=advertised,
     )

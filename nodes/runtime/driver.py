@@ -13,7 +13,7 @@ order** (``nodes/raft/effects.py``):
   thread;
 * ``AppendLog``/``TruncateLog`` — written to ``raft.log`` at once (page cache), or held in the
   process until the next ``Flush`` with the ``lazy-flush`` bug, so a SIGKILL really loses them;
-* ``Flush`` — fsync in a worker thread, then ``core.flushed()``;
+* ``Flush`` — fsync in a worker thread (after ``kraftwerk.fsync.delay.ms``), then ``core.flushed()``;
 * ``Send`` — a response (it carries the ``reply_ctx`` of a request we received) completes that
   request's deferred answer; a request goes on the destination voter's queue, which one task
   drains with at most one request in flight and a request timeout; the response is handed back
@@ -368,6 +368,7 @@ class NodeDriver:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._flush_task: asyncio.Task[None] | None = None
+        self._crashed = False
         self._shutdown_task: asyncio.Task[None] | None = None
         self._request_ids = itertools.count()
         self._client_ops: dict[int, asyncio.Future[bytes]] = {}
@@ -536,6 +537,7 @@ class NodeDriver:
             await self.stopped.wait()
             return
         self._closing = True
+        self._crashed = True
         await self._stop_io()
         await self._wait_flush()
         self._close_storage(sync=False)
@@ -621,6 +623,10 @@ class NodeDriver:
 
     async def _flush(self, up_to: int) -> None:
         try:
+            if self.config.fsync_delay_ms:
+                await asyncio.sleep(self.config.fsync_delay_ms / 1000)
+                if self._crashed:  # killed while the disk was slow: the held appends never got written
+                    return
             await self.log_file.flush()
         except (OSError, RuntimeError) as exc:
             self._die(f"flush failed: {exc}", EXIT_STORAGE)
@@ -630,6 +636,10 @@ class NodeDriver:
 
     async def _flush_partition(self, tp: TopicPartition, up_to: int) -> None:
         try:
+            if self.config.fsync_delay_ms:
+                await asyncio.sleep(self.config.fsync_delay_ms / 1000)
+                if self._crashed:  # killed while the disk was slow: the held appends never got written
+                    return
             await self.partitions.flush(tp)
         except (OSError, StorageError, RuntimeError) as exc:
             self._die(f"flush of {tp} failed: {exc}", EXIT_STORAGE)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,6 +62,8 @@ def test_seeded_bug_is_invalid(tmp_path: Path) -> None:
         (["--nodes", "0"], "--nodes"),
         (["--backend", "docker", "--workload", "queue", "--nodes", "2"], "--replication-factor must be between"),
         (["--time-limit", "abc"], "--time-limit"),
+        (["--fsync-delay", "-5"], "--fsync-delay"),
+        (["--fsync-delay", "200"], "--fsync-delay is for real backends"),
     ],
 )
 def test_bad_options_exit_254(tmp_path: Path, args: list[str], message: str) -> None:
@@ -86,3 +90,29 @@ def test_queue_bad_options(tmp_path: Path) -> None:
     assert r.returncode == 254 and "--replication-factor" in r.stderr
     r = kraftwerk("test", "--workload", "queue", "--allow", "nonsense", "--store", str(tmp_path))
     assert r.returncode == 254 and "--allow nonsense" in r.stderr
+
+
+def test_restricted_options_are_recorded_and_in_the_reproduce_command() -> None:
+    """Options that change what a real run does travel with it: test.json and the reproduce line
+    carry --partition-kinds, --lose-unsynced and --fsync-delay only when they are not the default."""
+    from harness.cli import build_parser
+    from harness.test_command import _validate, describe_test, reproduce_command
+
+    def parsed(*extra: str) -> Any:
+        args = build_parser().parse_args(["test", "--backend", "netns", "--seed", "3", *extra])
+        assert _validate(args) in (
+            None,
+            "--backend netns needs root (network namespaces); use --backend docker or local",
+        )
+        return args
+
+    plain = parsed()
+    assert not {"partition-kinds", "lose-unsynced", "fsync-delay-ms"} & set(describe_test(plain, "t"))
+    line = reproduce_command(plain)
+    assert "--partition-kinds" not in line and "--lose-unsynced" not in line and "--fsync-delay" not in line
+
+    args = parsed("--partition-kinds", "leader", "--lose-unsynced", "--fsync-delay", "250")
+    test = describe_test(args, "t")
+    assert (test["partition-kinds"], test["lose-unsynced"], test["fsync-delay-ms"]) == (["leader"], True, 250)
+    again = build_parser().parse_args(shlex.split(reproduce_command(args))[1:])
+    assert (again.partition_kinds, again.lose_unsynced, again.fsync_delay) == ("leader", True, 250)

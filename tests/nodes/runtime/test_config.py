@@ -151,6 +151,8 @@ def test_overrides_and_bug_flags(tmp_path: Path) -> None:
         ("kraftwerk.bugs", "forget-vote,nope", "unknown bug"),
         ("kraftwerk.pre.vote", "maybe", "true or false"),
         ("kraftwerk.volatile.writes", "sometimes", "true or false"),
+        ("kraftwerk.fsync.delay.ms", "-1", "out of range"),
+        ("kraftwerk.fsync.delay.ms", "0.5", "integer"),
         ("kraftwerk.seed", "abc", "integer"),
         ("controller.listener.names", "A,B", "one listener name"),
     ],

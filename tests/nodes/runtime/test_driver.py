@@ -57,9 +57,11 @@ class Cluster:
         raft: RaftConfig = FAST,
         wall_clock: Callable[[], int] | None = None,
         volatile: bool = False,
+        fsync_delay_ms: int = 0,
     ) -> None:
         self.base = base
         self.volatile = volatile
+        self.fsync_delay_ms = fsync_delay_ms
         self.ids = list(range(1, n + 1))
         self.bugs = frozenset(bugs)
         self.raft = raft
@@ -79,6 +81,7 @@ class Cluster:
             bugs=self.bugs,
             seed=node_id,
             volatile_writes=self.volatile,
+            fsync_delay_ms=self.fsync_delay_ms,
         )
 
     def _driver(self, node_id: int) -> NodeDriver:
@@ -280,6 +283,34 @@ def test_fatal_stops_the_node(tmp_path: Path) -> None:
             assert (await kv.write("k", "two nodes left")).type == "ok"
 
     with_cluster(tmp_path, body)
+
+
+def test_a_slow_fsync_opens_the_window_where_a_killed_leader_loses_what_followers_hold(tmp_path: Path) -> None:
+    """kraftwerk.fsync.delay.ms with volatile writes: the followers fetch an entry at once, the leader
+    holds it unsynced for the delay, so a crash then loses it on the leader only (the window the
+    restart-as-leader bug needs)."""
+
+    async def body(c: Cluster) -> None:
+        leader = await c.wait_leader()
+        async with c.kv(timeout=8.0) as kv:
+            assert (await kv.write("k", 0)).type == "ok"  # commits after the leader's delayed fsync
+            before = leader.log_file.end_offset
+            pending = asyncio.create_task(kv.write("k", 1))
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 1.0
+            follower = next(d for d in c.live() if d is not leader)
+            while follower.log_file.end_offset <= before and loop.time() < deadline:
+                await asyncio.sleep(0.005)
+            end = leader.log_file.end_offset
+            assert follower.log_file.end_offset == end > leader.log_file.written_offset
+            await c.crash(leader.node_id)
+            pending.cancel()
+            restarted = await c.restart(leader.node_id)
+            assert restarted.log_file.end_offset < end  # the unsynced tail is gone from its disk
+            assert follower.log_file.end_offset == end
+
+    slow_disk = RaftConfig(election_timeout_ms=1500, fetch_timeout_ms=4000, request_timeout_ms=1000)
+    with_cluster(tmp_path, body, volatile=True, fsync_delay_ms=800, raft=slow_disk)
 
 
 @pytest.mark.parametrize("volatile", [False, True], ids=["page-cache", "volatile-writes"])
