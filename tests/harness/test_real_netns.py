@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -45,3 +46,25 @@ def test_netns_needs_root_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     args = build_parser().parse_args(["test", "--backend", "netns", "--store", str(tmp_path)])
     assert "needs root" in (_validate(args) or "")
+
+
+def test_restart_as_leader_is_caught_on_a_slow_disk_that_loses_unsynced_writes(tmp_path: Path) -> None:
+    """KAFKA-10527 needs a restarted leader that lost an entry its followers hold: kills every ~1 s,
+    appends lost unless fsynced (--lose-unsynced), fsyncs 200 ms late (--fsync-delay)."""
+    need_root()
+    codes = []
+    for seed in (1, 2, 3):
+        store = tmp_path / f"seed{seed}"
+        r = realtest.kraftwerk_test(
+            store, "--backend", "netns", "--nemesis", "kill", "--interval", "1", "--time-limit", "20",
+            "--seed", str(seed), "--bug", "restart-as-leader", "--lose-unsynced", "--fsync-delay", "200",
+        )  # fmt: skip
+        codes.append(r.returncode)
+        assert r.returncode in (0, 1), r.stderr[-3000:]
+        if r.returncode == 1:
+            res = realtest.results(realtest.latest(store))
+            assert res["valid"] is False
+            test = json.loads((realtest.latest(store) / "test.json").read_text())
+            assert test["fsync-delay-ms"] == 200 and test["lose-unsynced"] is True
+            return
+    raise AssertionError(f"restart-as-leader not caught in {len(codes)} runs: exit codes {codes}")
