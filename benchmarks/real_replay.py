@@ -8,6 +8,7 @@ original (unshrunk) failing schedule is replayed the same way. Prints a markdown
 attempt is stored under --store, and the replay outputs go to --store/<bug>-*.log.
 
 Usage: .venv/bin/python benchmarks/real_replay.py [--bugs a,b] [--times 5] [--all] [--shrink-budget 90s]
+       [--fsync-delay MS]
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-def replay(run: Path, store: Path, log: Path, times: int, every: bool) -> dict[str, Any]:
+def replay(run: Path, store: Path, log: Path, times: int, every: bool, fsync_delay: int = 0) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "harness.cli", "replay", str(run), "--backend", "docker", "--times", str(times)]
     cmd += ["--store", str(store)] + (["--all"] if every else [])
+    cmd += ["--fsync-delay", str(fsync_delay)] if fsync_delay else []
     t = time.monotonic()
     with open(log, "w") as err:
         r = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True)
@@ -76,6 +78,9 @@ def main() -> None:
     parser.add_argument("--shrink-budget", default="90s")
     parser.add_argument("--time-limit", type=float, default=20.0, help="seconds per explored run (default 20)")
     parser.add_argument("--store", default="/tmp/kraftwerk-real-replay")
+    parser.add_argument(
+        "--fsync-delay", type=int, default=0, metavar="MS", help="replays: kraftwerk replay --fsync-delay"
+    )
     args = parser.parse_args()
     store = Path(args.store)
     store.mkdir(parents=True, exist_ok=True)
@@ -84,6 +89,7 @@ def main() -> None:
     print(
         f"explore: {args.time_limit:g} s runs from seed 0 (budget 2m); shrink budget {args.shrink_budget}; "
         f"docker replays: up to {args.times} attempts"
+        + (f", --fsync-delay {args.fsync_delay}" if args.fsync_delay else "")
         + (" (all)\n" if args.all else ", stopping at the first reproduction\n")
     )
     print(
@@ -117,10 +123,14 @@ def main() -> None:
             run_shrink(argparse.Namespace(run_dir=str(run), budget=args.shrink_budget, quiet=True))
         s = json.loads(out.getvalue().strip().splitlines()[-1])
         a = s["after"]
-        minimal_on = replay(run / "minimal", store / "docker", store / f"{bug}-minimal.log", args.times, args.all)
+        minimal_on = replay(
+            run / "minimal", store / "docker", store / f"{bug}-minimal.log", args.times, args.all, args.fsync_delay
+        )
         original = "not needed"
         if not minimal_on["reproduced"]:
-            original = describe(replay(run, store / "docker", store / f"{bug}-original.log", args.times, args.all))
+            original = describe(
+                replay(run, store / "docker", store / f"{bug}-original.log", args.times, args.all, args.fsync_delay)
+            )
         print(
             f"| {bug} | {', '.join(s['anomaly-class'])} | {a['fault-events']} / {a['operations']} / {a['nodes']} / "
             f"{a['clients']} / {json.loads((run / 'minimal' / 'test.json').read_text())['time-limit']:.1f} | "

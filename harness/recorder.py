@@ -11,6 +11,8 @@ from typing import Any
 
 from checkers.history import History, Op
 
+_ENCODER = json.JSONEncoder(separators=(", ", ": "))  # json.dumps with options builds a new encoder per call
+
 
 class Recorder:
     def __init__(self, clock: Callable[[], int], path: str | os.PathLike[str] | None = None) -> None:
@@ -42,7 +44,7 @@ class Recorder:
             line=len(self.ops) + 1,
         )
         self.ops.append(op)
-        line = json.dumps(op.to_dict(), separators=(", ", ": ")) + "\n"
+        line = _ENCODER.encode(op.to_dict()) + "\n"
         self._digest.update(line.encode())
         if self._fh is not None:
             self._fh.write(line)

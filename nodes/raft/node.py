@@ -98,6 +98,7 @@ class RaftNode:
         self.voters = ids
         self.config = config or RaftConfig()
         self.bugs = validate_bugs(bugs)
+        self._lazy = B.LAZY_FLUSH in self.bugs  # appends count as durable at once (the lazy-flush bug)
         self._rng = rng if rng is not None else random.Random(node_id)
         self._log = RaftLog()
         self._started = False
@@ -185,23 +186,29 @@ class RaftNode:
         """Earliest time (ns) at which :meth:`tick` has work, or None."""
         if self._failed is not None or not self._started:
             return None
-        times = [self._lazy_flush_at]
         role = self.role
-        if role in (Role.UNATTACHED, Role.VOTED, Role.PROSPECTIVE):
-            times.append(self._election_at)
-        elif role is Role.CANDIDATE:
-            times += [self._election_at, self._backoff_at]
-        elif role is Role.FOLLOWER:
-            times.append(self._fetch_deadline)
-            times.append(self._fetch_timeout_at if self._fetch_inflight else self._fetch_retry_at)
+        if role is Role.FOLLOWER:
+            times: tuple[int | None, ...] = (
+                self._fetch_deadline,
+                self._fetch_timeout_at if self._fetch_inflight else self._fetch_retry_at,
+            )
         elif role is Role.LEADER and self._leader is not None:
-            times.append(self._leader.check_quorum_deadline(self.config))
-            times.append(self._bqe_at)
-            times += [deadline for _, _, deadline in self._parked.values()]
+            times = (self._leader.check_quorum_deadline(self.config), self._bqe_at)
+            if self._parked:
+                times += tuple(deadline for _, _, deadline in self._parked.values())
+        elif role in (Role.UNATTACHED, Role.VOTED, Role.PROSPECTIVE):
+            times = (self._election_at,)
+        elif role is Role.CANDIDATE:
+            times = (self._election_at, self._backoff_at)
         elif role is Role.RESIGNED:
-            times += [self._election_at, self._eqe_at]
-        present = [t for t in times if t is not None]
-        return min(present) if present else None
+            times = (self._election_at, self._eqe_at)
+        else:
+            times = ()
+        best = self._lazy_flush_at
+        for t in times:
+            if t is not None and (best is None or t < best):
+                best = t
+        return best
 
     # ------------------------------------------------------------------ read-only views
 
@@ -290,10 +297,6 @@ class RaftNode:
 
     def _timeout(self) -> int:
         return self._now + election_timeout(self.config, self._rng)
-
-    @property
-    def _lazy(self) -> bool:
-        return B.LAZY_FLUSH in self.bugs
 
     def _durable_end(self) -> int:
         """End offset this node may acknowledge: flushed, or everything with ``lazy-flush``."""
