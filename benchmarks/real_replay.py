@@ -8,7 +8,7 @@ original (unshrunk) failing schedule is replayed the same way. Prints a markdown
 attempt is stored under --store, and the replay outputs go to --store/<bug>-*.log.
 
 Usage: .venv/bin/python benchmarks/real_replay.py [--bugs a,b] [--times 5] [--all] [--shrink-budget 90s]
-       [--fsync-delay MS]
+       [--fsync-delay MS] [--observable]
 """
 
 from __future__ import annotations
@@ -79,6 +79,9 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=20.0, help="seconds per explored run (default 20)")
     parser.add_argument("--store", default="/tmp/kraftwerk-real-replay")
     parser.add_argument(
+        "--observable", action="store_true", help="explore and shrink with --observable (no invariant-only runs)"
+    )
+    parser.add_argument(
         "--fsync-delay", type=int, default=0, metavar="MS", help="replays: kraftwerk replay --fsync-delay"
     )
     args = parser.parse_args()
@@ -90,6 +93,7 @@ def main() -> None:
         f"explore: {args.time_limit:g} s runs from seed 0 (budget 2m); shrink budget {args.shrink_budget}; "
         f"docker replays: up to {args.times} attempts"
         + (f", --fsync-delay {args.fsync_delay}" if args.fsync_delay else "")
+        + (", explore/shrink --observable" if args.observable else "")
         + (" (all)\n" if args.all else ", stopping at the first reproduction\n")
     )
     print(
@@ -112,6 +116,7 @@ def main() -> None:
                     time_limit=args.time_limit,
                     seed=0,
                     store=str(sim_store),
+                    observable=args.observable,
                 )
             )
         if code != 1:
@@ -120,7 +125,9 @@ def main() -> None:
         run = (sim_store / "latest").resolve()
         out = io.StringIO()
         with redirect_stderr(io.StringIO()), redirect_stdout(out):
-            run_shrink(argparse.Namespace(run_dir=str(run), budget=args.shrink_budget, quiet=True))
+            run_shrink(
+                argparse.Namespace(run_dir=str(run), budget=args.shrink_budget, quiet=True, observable=args.observable)
+            )
         s = json.loads(out.getvalue().strip().splitlines()[-1])
         a = s["after"]
         minimal_on = replay(

@@ -180,10 +180,13 @@ def failing_key(results: dict[str, Any]) -> str | None:
 
 
 class Shrinker:
-    def __init__(self, original: Checked, budget_s: float, log: Any = None, robust: int = 1) -> None:
+    def __init__(
+        self, original: Checked, budget_s: float, log: Any = None, robust: int = 1, observable: bool = False
+    ) -> None:
         self.original = original
         self.robust = robust  # a candidate must fail under this many timings (its seed and robust-1 others)
-        self.target = original.anomalies
+        # observable: only anomalies a real cluster's checkers can report count (not simulator invariants)
+        self.target = original.observable if observable else original.anomalies
         self.deadline = time.monotonic() + budget_s
         self.runs = 0
         self.current = original  # the run the passes are shrinking
@@ -586,9 +589,17 @@ def run_shrink(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_UNKNOWN
-    say(f"anomaly class: {', '.join(sorted(original.anomalies))}")
+    observable = bool(getattr(args, "observable", False))
+    if observable and not original.observable:
+        print(
+            f"kraftwerk shrink: --observable: the run's anomalies ({', '.join(sorted(original.anomalies))}) are all "
+            "simulator invariants, which a real cluster cannot check; find a run with `kraftwerk explore --observable`",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     robust = getattr(args, "robust", 1)
-    shrinker = Shrinker(original, budget, say, robust=robust)
+    shrinker = Shrinker(original, budget, say, robust=robust, observable=observable)
+    say(f"anomaly class: {', '.join(sorted(shrinker.target))}")
     before = shrinker.size(original)
     best = shrinker.run()
     after = shrinker.size(best)
@@ -624,7 +635,8 @@ def run_shrink(args: argparse.Namespace) -> int:
             "after": dict(zip(("fault-events", "operations", "nodes", "clients"), after)),
             "runs": shrinker.runs,
             "seconds": round(time.monotonic() - started, 1),
-            "anomaly-class": sorted(original.anomalies),
+            "anomaly-class": sorted(shrinker.target),
+            "observable": observable,
             "robust": robust,
             "robust-reached": robust == 1 or shrinker.best is not original,
             "valid-without-bugs": clean,
@@ -659,5 +671,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="keep only schedules that fail under K timings in the simulator (the run's seed and K-1 "
         "others: other message latencies and election timeouts), so the minimal schedule depends less on "
         "one exact interleaving and comes back more often on a real cluster; K times slower (default 1)",
+    )
+    p.add_argument(
+        "--observable",
+        action="store_true",
+        help="keep only schedules that fail with an anomaly a real cluster's checkers report too (a history, "
+        "epoch or committed-log anomaly, not only a simulator invariant), for replay on docker/netns",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="only the final JSON line")

@@ -38,6 +38,13 @@ class Checked:
         return frozenset(self.results.get("anomaly-types", []))
 
     @property
+    def observable(self) -> frozenset[str]:
+        """The anomalies a real run's checkers can also report (not the simulator's own invariants)."""
+        from harness.sim.invariants import NAMES
+
+        return self.anomalies - frozenset(NAMES)
+
+    @property
     def digest(self) -> str:
         return str(self.sim.stats["history-sha256"])
 

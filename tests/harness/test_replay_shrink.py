@@ -156,3 +156,36 @@ def test_schedule_without_ops_is_rejected() -> None:
 
     with pytest.raises(InputError, match="ops"):
         options_from_schedule({"seed": 1, "nodes": 3, "concurrency": 1, "time-limit": 1, "nemesis": []})
+
+
+def test_observable_explore_and_shrink_keep_an_anomaly_a_real_cluster_can_see(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """lazy-flush first shows only as the simulator's MajorityReachedHighWatermark invariant, which no
+    real run can check: --observable explores on to a run the history checkers refute, and shrinks
+    within that class, so the minimal schedule is one a docker replay can look for."""
+    from harness.sim.invariants import NAMES
+
+    args = argparse.Namespace(
+        workload="register", budget="90s", bug=["lazy-flush"], nemesis="partition,kill,pause,clock",
+        nodes=5, concurrency=10, time_limit=20.0, seed=0, store=str(tmp_path / "plain"),
+    )  # fmt: skip
+    assert run_explore(args) == 1
+    plain = (tmp_path / "plain" / "latest").resolve()
+    assert set(json.loads((plain / "results.json").read_text())["anomaly-types"]) <= set(NAMES)
+    capsys.readouterr()
+    assert run_shrink(argparse.Namespace(run_dir=str(plain), budget="30s", quiet=True, observable=True)) == 254
+    assert "are all simulator invariants" in capsys.readouterr().err
+
+    args.store, args.observable = str(tmp_path / "observable"), True
+    assert run_explore(args) == 1
+    assert "only simulator invariants" in capsys.readouterr().err
+    run = (tmp_path / "observable" / "latest").resolve()
+    assert set(json.loads((run / "results.json").read_text())["anomaly-types"]) - set(NAMES)
+    assert run_shrink(argparse.Namespace(run_dir=str(run), budget="30s", quiet=True, observable=True)) == 1
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["observable"] is True and summary["anomaly-class"]
+    assert not set(summary["anomaly-class"]) & set(NAMES)
+    minimal = set(json.loads((run / "minimal" / "results.json").read_text())["anomaly-types"])
+    assert minimal & set(summary["anomaly-class"])
+    assert summary["after"]["fault-events"] <= 5 and summary["after"]["operations"] <= 50, summary
