@@ -28,11 +28,11 @@ from harness.test_command import check_run  # noqa: E402
 BUGS = ["forget-vote", "restart-as-leader", "vote-ignores-log", "stale-read", "commit-old-epoch", "lazy-flush"]
 
 
-def speed(seeds: int, time_limit: float) -> None:
+def speed(seeds: int, time_limit: float, best_of: int = 1) -> None:
     rows = []
     for seed in range(seeds):
-        r = Simulation(SimOptions(seed=seed, time_limit=time_limit)).run()
-        rows.append(r.stats)
+        runs = [Simulation(SimOptions(seed=seed, time_limit=time_limit)).run().stats for _ in range(best_of)]
+        rows.append(min(runs, key=lambda s: s["wall-seconds"]))  # the same run each time: keep the fastest
     speeds = [s["virtual-seconds"] / s["wall-seconds"] for s in rows]
     print(f"### Simulator speed ({seeds} seeds, 5 nodes, 10 clients, all nemeses, {time_limit:g} s main phase)\n")
     print("| seed | simulated s | wall s | speed-up | operations | events |")
@@ -161,10 +161,11 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=50)
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--kills", type=int, default=30)
+    parser.add_argument("--best-of", type=int, default=1, help="speed: time each seed N times, keep the fastest")
     args = parser.parse_args()
     print(f"machine: {platform.node()} — {os.cpu_count()} cores, Python {platform.python_version()}\n")
     if args.what in ("speed", "all"):
-        speed(min(args.seeds, 10), args.time_limit)
+        speed(min(args.seeds, 10), args.time_limit, args.best_of)
     if args.what in ("election", "all"):
         election(args.kills)
     if args.what in ("bugs", "all"):
