@@ -14,6 +14,7 @@ import sys
 import time
 
 from checkers.verdict import EXIT_BAD_INPUT
+from harness.argtypes import non_negative_int
 from harness.nemesis.schedule import parse_nemeses
 from harness.shrink import parse_budget
 from harness.sim.cluster import SimOptions, queue_options
@@ -47,6 +48,7 @@ def run_explore(args: argparse.Namespace) -> int:
             nemeses=nemeses,
             bugs=sorted(set(args.bug)),
             workload=args.workload,
+            fsync_delay_ms=getattr(args, "fsync_delay", 0),
         )
         checked = simulate(opts)
         label = {True: "valid", False: "INVALID"}.get(checked.valid, "unknown")  # type: ignore[call-overload]
@@ -71,6 +73,8 @@ def run_explore(args: argparse.Namespace) -> int:
                 "argv": sys.argv,
                 "explore-attempts": attempt,
             }
+            if opts.fsync_delay_ms:
+                test["fsync-delay-ms"] = opts.fsync_delay_ms  # real replays use the same slow disk
             if args.workload == "queue":
                 test.update(queue_options(opts))
             store_run(run_dir, checked, test)
@@ -98,6 +102,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-limit", type=float, default=30.0, metavar="S", help="seconds per attempt (default 30)")
     p.add_argument("--seed", type=int, default=None, help="first seed (default random)")
     p.add_argument("--store", default="store", metavar="DIR")
+    p.add_argument(
+        "--fsync-delay",
+        type=non_negative_int,
+        default=0,
+        metavar="MS",
+        help="simulate a slow disk: every fsync takes MS ms more (replays on real clusters use the same delay)",
+    )
     p.add_argument(
         "--observable",
         action="store_true",

@@ -93,6 +93,7 @@ def options_from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) ->
         schedule=list(doc["nemesis"]),
         ops=list(doc["ops"]),
         workload=workload,
+        fsync_delay_ms=int(doc.get("fsync-delay-ms", 0)),
         **queue,
     )
 

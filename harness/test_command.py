@@ -68,8 +68,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=non_negative_int,
         default=0,
         metavar="MS",
-        help="real backends: nodes wait MS milliseconds before each fsync of their logs (a slow disk); with "
-        "--lose-unsynced a kill in that window loses appends the followers already hold (default 0)",
+        help="nodes wait MS milliseconds before each fsync of their logs (a slow disk; in the simulator, on top of "
+        "its 1-10 ms); with --lose-unsynced a kill in that window loses appends the followers already hold "
+        "(default 0)",
     )
     q = p.add_argument_group("queue workload (Kafka's safe profile by default: any anomaly is a finding)")
     q.add_argument("--acks", default="all", choices=("all", "1", "0"), help="producer acks (default all)")
@@ -136,8 +137,6 @@ def _validate(args: argparse.Namespace) -> str | None:
         args.partition_kinds_parsed = parse_partition_kinds(getattr(args, "partition_kinds", "all"))
     except ValueError as e:
         return f"--partition-kinds: {e}"
-    if args.backend == "sim" and getattr(args, "fsync_delay", 0):
-        return "--fsync-delay is for real backends (the simulator's disk has its own fsync latency)"
     return _validate_real(args) if args.backend != "sim" else None
 
 
@@ -345,6 +344,7 @@ def run_test(args: argparse.Namespace) -> int:
         replication_factor=args.replication_factor,
         partitions=args.partitions,
         unclean=args.unclean,
+        fsync_delay_ms=args.fsync_delay,
     )
     sim = Simulation(opts, history_path=str(run_dir / "history.jsonl"))
     result = sim.run()

@@ -55,6 +55,7 @@ class SimOptions:
     think_ms: int = 50  # mean pause between a client's operations
     timeout_ms: int = 2000  # client request timeout → info
     latency_ms: tuple[float, float] = (0.5, 5.0)
+    fsync_delay_ms: int = 0  # added to every fsync's 1–10 ms (a slow disk, as `--fsync-delay` on real nodes)
     recovery: float = 10.0  # seconds between healing everything and the final reads
     final: float = 20.0  # seconds allowed for the final reads
     keys: int = 4
@@ -98,6 +99,7 @@ class SimResult:
             "concurrency": opts.concurrency,
             "time-limit": opts.time_limit,
             "bugs": list(opts.bugs),
+            **({"fsync-delay-ms": opts.fsync_delay_ms} if opts.fsync_delay_ms else {}),
             **(queue_options(opts) if opts.workload == "queue" else {}),
             "nemesis": self.schedule,
             "ops": self.ops,
@@ -166,7 +168,13 @@ class Simulation:
                     )
                 return KVNode(i, self.node_ids, config, core_rng, opts.bugs)
 
-            self.nodes[i] = SimNode(self, i, make, random.Random(f"disk-{seed}-{i}-{node_rng.random()}"))
+            self.nodes[i] = SimNode(
+                self,
+                i,
+                make,
+                random.Random(f"disk-{seed}-{i}-{node_rng.random()}"),
+                disk_latency_ms=(1.0 + opts.fsync_delay_ms, 10.0 + opts.fsync_delay_ms),
+            )
         client_rng = random.Random(f"clients-{seed}")
         self.clients: list[Any]
         self.acked_max: dict[str, int] = {}
