@@ -8,7 +8,7 @@ original (unshrunk) failing schedule is replayed the same way. Prints a markdown
 attempt is stored under --store, and the replay outputs go to --store/<bug>-*.log.
 
 Usage: .venv/bin/python benchmarks/real_replay.py [--bugs a,b] [--times 5] [--all] [--shrink-budget 90s]
-       [--fsync-delay MS] [--observable]
+       [--fsync-delay MS] [--observable] [--robust K]
 """
 
 from __future__ import annotations
@@ -78,11 +78,12 @@ def main() -> None:
     parser.add_argument("--shrink-budget", default="90s")
     parser.add_argument("--time-limit", type=float, default=20.0, help="seconds per explored run (default 20)")
     parser.add_argument("--store", default="/tmp/kraftwerk-real-replay")
+    parser.add_argument("--robust", type=int, default=1, metavar="K", help="shrink --robust K (default 1)")
     parser.add_argument(
         "--observable", action="store_true", help="explore and shrink with --observable (no invariant-only runs)"
     )
     parser.add_argument(
-        "--fsync-delay", type=int, default=0, metavar="MS", help="replays: kraftwerk replay --fsync-delay"
+        "--fsync-delay", type=int, default=0, metavar="MS", help="a slow disk, in the simulator and on docker"
     )
     args = parser.parse_args()
     store = Path(args.store)
@@ -94,6 +95,7 @@ def main() -> None:
         f"docker replays: up to {args.times} attempts"
         + (f", --fsync-delay {args.fsync_delay}" if args.fsync_delay else "")
         + (", explore/shrink --observable" if args.observable else "")
+        + (f", shrink --robust {args.robust}" if args.robust > 1 else "")
         + (" (all)\n" if args.all else ", stopping at the first reproduction\n")
     )
     print(
@@ -117,6 +119,7 @@ def main() -> None:
                     seed=0,
                     store=str(sim_store),
                     observable=args.observable,
+                    fsync_delay=args.fsync_delay,
                 )
             )
         if code != 1:
@@ -126,7 +129,13 @@ def main() -> None:
         out = io.StringIO()
         with redirect_stderr(io.StringIO()), redirect_stdout(out):
             run_shrink(
-                argparse.Namespace(run_dir=str(run), budget=args.shrink_budget, quiet=True, observable=args.observable)
+                argparse.Namespace(
+                    run_dir=str(run),
+                    budget=args.shrink_budget,
+                    quiet=True,
+                    observable=args.observable,
+                    robust=args.robust,
+                )
             )
         s = json.loads(out.getvalue().strip().splitlines()[-1])
         a = s["after"]
