@@ -621,12 +621,18 @@ class NodeDriver:
         if self.core is not None:
             self._call(self.core.tick)
 
+    async def _slow_disk(self) -> bool:
+        """Wait ``kraftwerk.fsync.delay.ms`` before an fsync; False if the node crashed meanwhile (the held
+        appends never got written)."""
+        if not self.config.fsync_delay_ms:
+            return True
+        await asyncio.sleep(self.config.fsync_delay_ms / 1000)
+        return not self._crashed
+
     async def _flush(self, up_to: int) -> None:
         try:
-            if self.config.fsync_delay_ms:
-                await asyncio.sleep(self.config.fsync_delay_ms / 1000)
-                if self._crashed:  # killed while the disk was slow: the held appends never got written
-                    return
+            if not await self._slow_disk():
+                return
             await self.log_file.flush()
         except (OSError, RuntimeError) as exc:
             self._die(f"flush failed: {exc}", EXIT_STORAGE)
@@ -636,10 +642,8 @@ class NodeDriver:
 
     async def _flush_partition(self, tp: TopicPartition, up_to: int) -> None:
         try:
-            if self.config.fsync_delay_ms:
-                await asyncio.sleep(self.config.fsync_delay_ms / 1000)
-                if self._crashed:  # killed while the disk was slow: the held appends never got written
-                    return
+            if not await self._slow_disk():
+                return
             await self.partitions.flush(tp)
         except (OSError, StorageError, RuntimeError) as exc:
             self._die(f"flush of {tp} failed: {exc}", EXIT_STORAGE)
