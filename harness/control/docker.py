@@ -76,15 +76,21 @@ class DockerTransport(Transport):
             raise ControlError(f"{self.node}: cannot write {path}")
         self.run(["mv", "-f", str(tmp), str(target)], check=True)
 
-    def get_file(self, path: str) -> bytes:
-        try:
-            stream, _ = self.container.get_archive(path)
-            blob = b"".join(stream)
-        except Exception as e:
-            raise ControlError(f"{self.node}: cannot read {path}: {e}") from e
-        with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
-            member = tar.next()
-            f = tar.extractfile(member) if member is not None else None
-            if f is None:
-                raise ControlError(f"{self.node}: {path} is not a regular file")
-            return f.read()
+    def get_file(self, path: str, attempts: int = 3) -> bytes:
+        for attempt in range(attempts):
+            try:
+                stream, _ = self.container.get_archive(path)
+                blob = b"".join(stream)
+            except Exception as e:
+                raise ControlError(f"{self.node}: cannot read {path}: {e}") from e
+            try:
+                with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+                    member = tar.next()
+                    f = tar.extractfile(member) if member is not None else None
+                    if f is None:
+                        raise ControlError(f"{self.node}: {path} is not a regular file")
+                    return f.read()
+            except tarfile.ReadError as e:  # the file shrank while docker archived it: read it again
+                if attempt == attempts - 1:
+                    raise ControlError(f"{self.node}: {path} kept changing while it was read: {e}") from e
+        raise AssertionError("unreachable")
