@@ -57,3 +57,19 @@ def worst_exit(codes: Iterable[int]) -> int:
         if _SEVERITY.get(c, 4) > _SEVERITY[worst]:
             worst = c
     return worst
+
+
+def failing_key(results: dict[str, Any]) -> str | None:
+    """The key (register or partition) a checker blamed first, if any."""
+    failure = results.get("linearizable", {}).get("failure") or {}
+    if failure.get("key") is not None:
+        return str(failure["key"])
+    for _, found in sorted(results.get("queue", {}).get("anomalies", {}).items()):
+        for example in found.get("examples", []):
+            if isinstance(example, dict) and example.get("key") is not None:
+                return str(example["key"])
+    for found in results.get("partition-logs", {}).get("anomalies", {}).values():
+        for example in found:
+            if isinstance(example, dict) and example.get("partition") is not None:
+                return str(example["partition"])
+    return None

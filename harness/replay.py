@@ -105,7 +105,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument(
         "--keep-node-names",
         action="store_true",
-        help="do not swap the fresh cluster's leader with the stored run's first leader in the schedule",
+        help="do not rename nodes in the schedule so that the fresh cluster's leaders (quorum leader; on a "
+        "queue run the partition leaders) stand where the stored run's did",
     )
     r.add_argument(
         "--no-order",

@@ -16,9 +16,12 @@ had completed before it started in the stored run (from the stored history), so 
 is slower on real hardware does not turn "read after the write" into "read during the write"
 (`--no-order` drives by the clock alone).
 
-Node names: the cluster is symmetric, so when the fresh cluster elects another leader than the
-stored run had at that moment, the two names are swapped throughout the plan (off with
-`--keep-node-names`); `leader` targets are resolved when the fault fires, as everywhere.
+Node names: the cluster is symmetric, so the stored run's node names are renamed throughout the
+plan to put the fresh cluster's leaders where the stored run's stood (off with `--keep-node-names`):
+on a register run the quorum leader; on a queue run the leaders of the partitions (the one that
+broke first, then those the schedule uses), then the controller. A fault aimed at the node leading
+the partition that broke then hits the node that leads it now. `leader` targets are resolved when
+the fault fires, as everywhere.
 
 An attempt reproduces the failure when its verdict is invalid with at least one anomaly type of
 the stored run's class. Simulator-only invariants (e.g. `MonotonicEpoch`) cannot be observed on a
@@ -40,6 +43,7 @@ brought to that origin to find the stored happens-before order.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import shlex
 import sys
@@ -49,8 +53,16 @@ from pathlib import Path
 from typing import Any
 
 from checkers.errors import InputError
-from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
+from checkers.verdict import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_INVALID,
+    EXIT_UNKNOWN,
+    EXIT_VALID,
+    failing_key,
+)
 from harness.runner import generator as gen
+from harness.sim.cluster import RECOVERY_SECONDS
 
 SECOND = 1_000_000_000
 REAL_BACKENDS = ("docker", "netns", "local", "ssh")
@@ -102,10 +114,13 @@ class Plan:
     ops: list[dict[str, Any]]  # {"at", "client", "f", "key", "value", "node"}, sorted by "at"
     shift_ns: int = 0  # subtracted from the stored times (the simulator's own time to a ready cluster)
     leader: str | None = None  # the stored run's leader when its main phase began
+    partition_leaders: dict[str, str] = field(default_factory=dict)  # queue: each partition's first leader
+    failing_key: str | None = None  # the key (register or partition) the stored run's checkers blamed first
     stored_anomalies: list[str] = field(default_factory=list)
     test: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what the real cluster does differently
     queue: dict[str, Any] = field(default_factory=dict)  # queue runs: acks, min-isr, replication-factor, …
+    settle: float = 0.0  # seconds from the heal to the final reads, at least (a simulator run's fixed pause)
 
     @property
     def names(self) -> list[str]:
@@ -209,6 +224,11 @@ def load_plan(run_dir: str | Path) -> Plan:
         )
     else:
         leader = leader_at
+    if source_backend == "sim":
+        notes.append(
+            f"the final reads wait {RECOVERY_SECONDS:g} s after the heal, as the simulator's do (a fault's late "
+            "consequences, such as a broker fenced after the heal, show before them)"
+        )
     events = []
     for e in doc["nemesis"]:
         f = e.get("f")
@@ -248,7 +268,8 @@ def load_plan(run_dir: str | Path) -> Plan:
         item["at"] = max(0, item["at"] - shift)
     nemeses = sorted({e["package"] for e in events} | set(test.get("nemesis", []) if source_backend != "sim" else []))
     results_path = d / "results.json"
-    stored = _read_json(results_path).get("anomaly-types", []) if results_path.exists() else []
+    results = _read_json(results_path) if results_path.exists() else {}
+    stored = results.get("anomaly-types", [])
     return Plan(
         source=d,
         source_backend=source_backend,
@@ -263,10 +284,13 @@ def load_plan(run_dir: str | Path) -> Plan:
         ops=ops,
         shift_ns=shift,
         leader=leader,
+        partition_leaders=first_partition_leaders(_read_events(d / "events.jsonl")) if queue else {},
+        failing_key=failing_key(results),
         stored_anomalies=list(stored),
         test=test,
         notes=notes,
         queue=queue_options(doc, test, nodes) if queue else {},
+        settle=RECOVERY_SECONDS if source_backend == "sim" else 0.0,
     )
 
 
@@ -323,11 +347,43 @@ def rename(value: Any, mapping: Mapping[str, str]) -> Any:
     return value
 
 
-def swap(a: str | None, b: str | None) -> dict[str, str]:
-    """The renaming that exchanges two node names (nothing if either is unknown or they are equal)."""
-    if a is None or b is None or a == b:
-        return {}
-    return {a: b, b: a}
+def first_partition_leaders(events: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Each partition's leader at its lowest leader epoch: who led it when the topic was created (node clocks
+    may be skewed, so the epoch, not the time, tells which came first)."""
+    first: dict[str, tuple[int, str]] = {}
+    for e in events:
+        if e.get("type") != "partition-leader" or e.get("leader") is None:
+            continue
+        part, epoch = str(e["partition"]), int(e.get("leader_epoch", 0))
+        if part not in first or epoch < first[part][0]:
+            first[part] = (epoch, str(e["leader"]))
+    return {part: leader for part, (_, leader) in sorted(first.items())}
+
+
+def renaming(plan: Plan, leader: str | None, partition_leaders: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The renaming of the stored run's nodes that makes the fresh cluster's leaders stand where the stored
+    run's stood: on a queue run first the leader of the partition that broke, then those of the partitions
+    the schedule uses, then the quorum (controller) leader, then the other partitions; on a register run
+    the quorum leader. Of the best renamings the one that moves the fewest nodes (nothing if none helps)."""
+    fresh = dict(partition_leaders or {})
+    used = {o["key"] for o in plan.ops if o.get("key") is not None}
+    wants: list[tuple[int, str, str]] = []  # (weight, stored node, fresh node)
+    for part, stored in plan.partition_leaders.items():
+        if part in fresh:
+            weight = 1000 if part == plan.failing_key else 100 if part in used else 1
+            wants.append((weight, stored, fresh[part]))
+    if plan.leader is not None and leader is not None:
+        wants.append((10, plan.leader, leader))
+    names = plan.names
+    best: tuple[int, int] | None = None
+    chosen: dict[str, str] = {}
+    for perm in itertools.permutations(names):
+        mapping = dict(zip(names, perm))
+        score = sum(w for w, a, b in wants if mapping.get(a) == b)
+        moved = sum(a != b for a, b in mapping.items())
+        if best is None or (score, -moved) > best:
+            best, chosen = (score, -moved), mapping
+    return {a: b for a, b in chosen.items() if a != b}
 
 
 def order(
@@ -477,6 +533,7 @@ def _namespace(plan: Plan, args: argparse.Namespace, make_main: Callable[[str | 
         # the simulator's crashes lose unsynced writes: so do the replay's kills, unless told otherwise
         lose_unsynced=not args.keep_unsynced and (plan.source_backend == "sim" or bool(test.get("lose-unsynced"))),
         fsync_delay=_fsync_delay(args, test),
+        settle=plan.settle,
     )
     if plan.workload == "queue":
         q = plan.queue or queue_options({}, test, plan.nodes)
@@ -531,13 +588,24 @@ def run(args: argparse.Namespace) -> int:
 
     swaps: list[dict[str, str]] = []
 
-    def make_main(leader: str | None) -> gen.Generator:
-        mapping = {} if args.keep_node_names else swap(plan.leader, leader)
+    def make_main(leader: str | None, partition_leaders: Mapping[str, str] | None = None) -> gen.Generator:
+        mapping = {} if args.keep_node_names else renaming(plan, leader, partition_leaders)
         swaps.append(mapping)
         if mapping:
+            fresh = f"leader {leader}" + (
+                ", partition leaders " + ", ".join(f"{k} {v}" for k, v in sorted((partition_leaders or {}).items()))
+                if plan.partition_leaders
+                else ""
+            )
+            stored = f"leader {plan.leader}" + (
+                ", partition leaders " + ", ".join(f"{k} {v}" for k, v in plan.partition_leaders.items())
+                if plan.partition_leaders
+                else ""
+            )
             print(
-                f"  fresh cluster elected {leader}; the stored run's leader was {plan.leader}: "
-                f"swapping {plan.leader} ↔ {leader} in the schedule",
+                f"  fresh cluster: {fresh}; the stored run's: {stored}: renaming "
+                + ", ".join(f"{a} → {b}" for a, b in sorted(mapping.items()))
+                + " in the schedule",
                 file=sys.stderr,
             )
         return replay_generator(plan, mapping, ordered=not args.no_order)
@@ -566,6 +634,7 @@ def run(args: argparse.Namespace) -> int:
             "times": args.times,
             "time-shift-seconds": round(plan.shift_ns / SECOND, 3),
             "target-anomalies": sorted(target),
+            **({"settle-seconds": plan.settle} if plan.settle else {}),
         }
         write_json(run_dir / "test.json", test)
         print(f"attempt {attempt}/{args.times}: run directory {run_dir}", file=sys.stderr, flush=True)

@@ -32,7 +32,10 @@ not assigned, so any subset of a queue schedule is still a well-formed run.
 With `--robust K` a candidate counts only if it fails under K timings (the run's
 seed and K-1 others that keep the schedule but draw other message latencies and
 timeouts): a slower search whose result depends less on one exact interleaving,
-which is what a replay on a real cluster needs.
+which is what a replay on a real cluster needs. `--robust M/K` asks for M of the
+K timings (its own among them): a failure that comes back one time in four under
+the simulator's timings often comes back within a few tries on a real cluster,
+and schedules that fail under every timing tried are rarely small.
 
 The minimal run is written to RUN_DIR/minimal/ (schedule.json, history, events,
 results, timeline) with a pytest file that reproduces it as a regression test.
@@ -53,12 +56,26 @@ from pathlib import Path
 from typing import Any
 
 from checkers.errors import InputError
-from checkers.verdict import EXIT_BAD_INPUT, EXIT_UNKNOWN
+from checkers.verdict import EXIT_BAD_INPUT, EXIT_UNKNOWN, failing_key
 from harness.sim.cluster import SimOptions
 from harness.simrun import Checked, load_run, options_from_schedule, simulate, store_run
 
 ROBUST_SEED_STEP = 7919  # --robust: the other timings' seeds are the run's seed plus multiples of this
 STOP_ENDS = {"stop-partition": "start-partition", "start": "kill", "resume": "pause", "reset-clock": "bump-clock"}
+
+
+def parse_robust(value: Any) -> tuple[int, int]:
+    """`--robust`: 'K' (every one of K timings) or 'M/K' (at least M of them) → (M, K); ValueError if off."""
+    m = re.fullmatch(r"\s*(\d+)\s*(?:/\s*(\d+)\s*)?", str(value))
+    if not m:
+        raise ValueError(f"--robust takes K or M/K (e.g. 3 or 2/8), got {value!r}")
+    k = int(m.group(2) or m.group(1))
+    need = int(m.group(1))
+    if not 1 <= k <= 20:
+        raise ValueError(f"--robust must be between 1 and 20 timings, got {value}")
+    if not 1 <= need <= k:
+        raise ValueError(f"--robust M/K needs 1 ≤ M ≤ K, got {value}")
+    return need, k
 
 
 def parse_budget(text: str) -> float:
@@ -163,28 +180,19 @@ def _key_order(key: str) -> tuple[int, str]:
     return (len(key), key)
 
 
-def failing_key(results: dict[str, Any]) -> str | None:
-    """The key (register or partition) a checker blamed first, if any."""
-    failure = results.get("linearizable", {}).get("failure") or {}
-    if failure.get("key") is not None:
-        return str(failure["key"])
-    for _, found in sorted(results.get("queue", {}).get("anomalies", {}).items()):
-        for example in found.get("examples", []):
-            if isinstance(example, dict) and example.get("key") is not None:
-                return str(example["key"])
-    for found in results.get("partition-logs", {}).get("anomalies", {}).values():
-        for example in found:
-            if isinstance(example, dict) and example.get("partition") is not None:
-                return str(example["partition"])
-    return None
-
-
 class Shrinker:
     def __init__(
-        self, original: Checked, budget_s: float, log: Any = None, robust: int = 1, observable: bool = False
+        self,
+        original: Checked,
+        budget_s: float,
+        log: Any = None,
+        robust: int = 1,
+        observable: bool = False,
+        robust_min: int | None = None,
     ) -> None:
         self.original = original
-        self.robust = robust  # a candidate must fail under this many timings (its seed and robust-1 others)
+        self.robust = robust  # timings tried per candidate: its seed and robust-1 others
+        self.robust_min = robust if robust_min is None else robust_min  # how many of them must fail
         # observable: only anomalies a real cluster's checkers can report count (not simulator invariants)
         self.target = original.observable if observable else original.anomalies
         self.deadline = time.monotonic() + budget_s
@@ -215,18 +223,30 @@ class Shrinker:
         return checked.valid is False and bool(checked.anomalies & self.target)
 
     def fails(self, opts: SimOptions) -> Checked | None:
-        """The candidate's run if it fails the same way, under every one of `robust` timings: its own
-        seed, then seeds that keep the schedule but draw other message latencies and timeouts."""
+        """The candidate's run if it fails the same way under its own seed and under at least `robust_min`
+        of `robust` timings in all (its own, then seeds that keep the schedule but draw other message
+        latencies and timeouts); stops as soon as the count is reached or out of reach."""
         self.runs += 1
         checked = simulate(opts, check_time_limit=30)
         if not self.same_way(checked):
             return None
+        hits = 1
         for k in range(1, self.robust):
+            if hits >= self.robust_min:
+                break
+            if hits + self.robust - k < self.robust_min:
+                return None
             self.runs += 1
             other = simulate(replace(opts, seed=(opts.seed + k * ROBUST_SEED_STEP) % 2**31), check_time_limit=30)
-            if not self.same_way(other):
-                return None
-        return checked
+            hits += self.same_way(other)
+        return checked if hits >= self.robust_min else None
+
+    def timings_failing(self, opts: SimOptions) -> int:
+        """Of the `robust` timings (its own seed and the others `fails` tries), how many fail the same way."""
+        return sum(
+            self.same_way(simulate(replace(opts, seed=(opts.seed + k * ROBUST_SEED_STEP) % 2**31), check_time_limit=30))
+            for k in range(self.robust)
+        )
 
     def attempt(self, opts: SimOptions) -> Checked | None:
         """Run a candidate; keep and return it if it fails the same way."""
@@ -573,8 +593,7 @@ def run_shrink(args: argparse.Namespace) -> int:
     say = (lambda *_: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     try:
         budget = parse_budget(args.budget)
-        if not 1 <= getattr(args, "robust", 1) <= 20:
-            raise ValueError(f"--robust must be between 1 and 20, got {args.robust}")
+        robust_min, robust = parse_robust(getattr(args, "robust", 1))
         test, schedule = load_run(run_dir)
         opts = options_from_schedule(schedule)
     except (InputError, ValueError) as e:
@@ -597,14 +616,17 @@ def run_shrink(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
-    robust = getattr(args, "robust", 1)
-    shrinker = Shrinker(original, budget, say, robust=robust, observable=observable)
+    shrinker = Shrinker(original, budget, say, robust=robust, observable=observable, robust_min=robust_min)
     say(f"anomaly class: {', '.join(sorted(shrinker.target))}")
     before = shrinker.size(original)
     best = shrinker.run()
     after = shrinker.size(best)
+    wanted = f"all {robust}" if robust_min == robust else f"{robust_min} of {robust}"
     if robust > 1 and best is original:
-        say(f"warning: no schedule failed the same way under all {robust} timings; kept the original run")
+        say(f"warning: no schedule failed the same way under {wanted} timings; kept the original run")
+    hits = shrinker.timings_failing(best.opts) if robust > 1 else None
+    if hits is not None:
+        say(f"the minimal schedule fails the same way under {hits} of its {robust} timings ({wanted} asked)")
     # the minimal schedule must replay byte for byte
     again = simulate(best.opts)
     if again.digest != best.digest:
@@ -638,7 +660,9 @@ def run_shrink(args: argparse.Namespace) -> int:
             "anomaly-class": sorted(shrinker.target),
             "observable": observable,
             "robust": robust,
+            "robust-min": robust_min,
             "robust-reached": robust == 1 or shrinker.best is not original,
+            **({"robust-hits": hits} if hits is not None else {}),
             "valid-without-bugs": clean,
         },
     }
@@ -665,12 +689,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", default="5m", help="time for the search, e.g. 90s, 5m (default 5m)")
     p.add_argument(
         "--robust",
-        type=int,
-        default=1,
-        metavar="K",
+        default="1",
+        metavar="K|M/K",
         help="keep only schedules that fail under K timings in the simulator (the run's seed and K-1 "
-        "others: other message latencies and election timeouts), so the minimal schedule depends less on "
-        "one exact interleaving and comes back more often on a real cluster; K times slower (default 1)",
+        "others: other message latencies and election timeouts), or under at least M of them (its own among "
+        "them) with M/K, e.g. 2/8: the minimal schedule then depends less on one exact interleaving and comes "
+        "back more often on a real cluster; up to K times slower (default 1, K at most 20)",
     )
     p.add_argument(
         "--observable",

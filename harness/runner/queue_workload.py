@@ -354,6 +354,7 @@ class QueueWorkload(Workload):
         self.ops = QueueGenerator(random.Random(f"workload-{seed}"), partitions)
         self.consumers: dict[int, Consumer] = {}
         self.acked_max: dict[str, int] = {}
+        self.partition_leaders: dict[str, str] = {}  # as the last metadata of `setup` listed them
 
     @classmethod
     def from_options(
@@ -467,6 +468,7 @@ class QueueWorkload(Workload):
             if len(parts) == self.partitions and all(
                 p.error_code == 0 and p.leader_id >= 0 and len(p.isr_nodes) >= need for p in parts
             ):
+                self.partition_leaders = {f"{TOPIC}-{p.partition_index}": f"n{p.leader_id}" for p in parts}
                 return True, "led"
             return False, f"{node}: partitions not led yet: {[(p.partition_index, p.leader_id) for p in parts]}"
         return False, f"{node}: metadata does not list {TOPIC} yet"

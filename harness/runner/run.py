@@ -305,7 +305,7 @@ def _phases(
     limit = args.time_limit
     replay = getattr(args, "replay_schedule", None)  # `kraftwerk replay`: a stored schedule (harness.replay_real)
     if replay is not None:
-        main = replay(leader)
+        main = replay(leader, dict(getattr(workload, "partition_leaders", {})))
     else:
         kinds = getattr(args, "partition_kinds_parsed", None) or KINDS
         schedule = generate(args.seed, [h.name for h in db.hosts], args.nemeses, limit, args.interval, kinds)
@@ -340,6 +340,11 @@ def _phases(
         except ClusterNotReady as e:
             recovered = False
             progress.say(f"warning: not recovered: {e}")
+    # `kraftwerk replay` of a simulator run: its final reads came a fixed time after the heal; so do ours
+    settle = t + float(getattr(args, "settle", 0.0) or 0.0) - time.monotonic()
+    if recovered and settle > 0:
+        progress.say(f"waiting {settle:.1f}s more before the final reads, as the replayed run did")
+        loop.run(asyncio.sleep(settle))
     stats["recovered"] = recovered
     stats["recovery-seconds"] = round(time.monotonic() - t, 2)
 

@@ -41,6 +41,8 @@ from nodes.raft import RaftConfig, digest
 from workloads.queue import TOPIC, QueueGenerator
 from workloads.register import RegisterGenerator
 
+RECOVERY_SECONDS = 10.0  # the simulator's pause between healing everything and the final reads
+
 
 @dataclass
 class SimOptions:
@@ -56,7 +58,7 @@ class SimOptions:
     timeout_ms: int = 2000  # client request timeout → info
     latency_ms: tuple[float, float] = (0.5, 5.0)
     fsync_delay_ms: int = 0  # added to every fsync's 1–10 ms (a slow disk, as `--fsync-delay` on real nodes)
-    recovery: float = 10.0  # seconds between healing everything and the final reads
+    recovery: float = RECOVERY_SECONDS  # seconds between healing everything and the final reads
     final: float = 20.0  # seconds allowed for the final reads
     keys: int = 4
     ops_per_key: int = 120

@@ -16,7 +16,7 @@ import pytest
 from checkers.errors import InputError
 from harness.cli import main
 from harness.recorder import Recorder
-from harness.replay_real import Plan, load_plan, ready_point, rename, replay_generator, reproduced, swap
+from harness.replay_real import Plan, load_plan, ready_point, rename, renaming, replay_generator, reproduced
 from harness.runner.interpreter import Applied, Completion, Interpreter, monotonic_clock
 from tests.harness.runner import realtest
 
@@ -124,9 +124,18 @@ def test_ready_point_needs_every_node_to_agree() -> None:
     assert ready_point(READY, ["n1", "n2", "n3"]) == (1_700 * MS, "n2")
 
 
+def plan_of(nodes: int = 3, leader: str | None = "n1", **kw: Any) -> Plan:
+    return Plan(Path("."), "sim", "register", 0, nodes, 1, 1.0, [], [], [], [], leader=leader, **kw)
+
+
+def test_register_renaming_swaps_the_stored_leader_with_the_fresh_one() -> None:
+    assert renaming(plan_of(), "n3") == {"n1": "n3", "n3": "n1"}
+    assert renaming(plan_of(), "n1") == {} and renaming(plan_of(leader=None), "n1") == {}
+    assert renaming(plan_of(), None) == {}
+
+
 def test_rename_swaps_nodes_everywhere_but_keeps_kinds_and_leader_targets() -> None:
-    m = swap("n1", "n3")
-    assert swap("n2", "n2") == {} and swap(None, "n1") == {}
+    m = renaming(plan_of(), "n3")
     assert rename(["n1", "n2"], m) == ["n3", "n2"]
     assert rename("leader", m) == "leader" and rename(None, m) is None
     grudge = {"kind": "n1", "grudge": {"n1": ["n2", "n3"], "n3": ["n1"]}}
@@ -195,7 +204,7 @@ def test_generator_drives_each_op_at_its_time_on_its_slot_and_node(tmp_path: Pat
     async def go() -> int:
         start = clock()
         try:
-            await interp.run(replay_generator(plan, swap("n1", "n3")))
+            await interp.run(replay_generator(plan, {"n1": "n3", "n3": "n1"}))
         finally:
             await interp.close()
         return clock() - start

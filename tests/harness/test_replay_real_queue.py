@@ -17,7 +17,7 @@ import pytest
 
 from checkers.errors import InputError
 from harness.recorder import Recorder
-from harness.replay_real import Plan, _namespace, load_plan, replay_generator
+from harness.replay_real import Plan, _namespace, first_partition_leaders, load_plan, renaming, replay_generator
 from harness.runner.interpreter import Applied, Interpreter, monotonic_clock
 from harness.runner.queue_workload import QueueClient, QueueWorkload
 from nodes.kafka import protocol as kp
@@ -104,6 +104,62 @@ def replay_args() -> argparse.Namespace:
         ssh_known_hosts=None,
         keep_unsynced=False,
     )
+
+
+def led(node: str, partition: str, epoch: int, leader: str, t: int = 0) -> dict[str, Any]:
+    return {
+        "node": node,
+        "time": t,
+        "type": "partition-leader",
+        "partition": partition,
+        "leader_epoch": epoch,
+        "leader": leader,
+    }
+
+
+def test_first_partition_leaders_go_by_leader_epoch_not_by_skewed_clocks() -> None:
+    events = [
+        led("n1", "t0-1", 1, "n1", t=100),  # a later leader epoch, on a clock running behind
+        led("n2", "t0-1", 0, "n3", t=900),
+        led("n3", "t0-0", 0, "n2", t=5),
+        state("n1", 0, None),
+    ]
+    assert first_partition_leaders(events) == {"t0-0": "n2", "t0-1": "n3"}
+
+
+def test_queue_renaming_puts_the_broken_partitions_leader_first(tmp_path: Path) -> None:
+    """The simulator had n3 leading t0-1 (the partition that broke) and n2 as controller; the fresh cluster
+    gives t0-1 to n1: a fault aimed at the stored n3 must hit n1, even at the cost of the controller."""
+    stored = {"t0-0": "n2", "t0-1": "n3", "t0-2": "n1"}
+    ops = [{"at": 0, "client": 0, "f": "send", "key": "t0-1", "value": 1, "node": None}]
+    plan = Plan(
+        Path("."),
+        "sim",
+        "queue",
+        1,
+        3,
+        1,
+        1.0,
+        [],
+        [],
+        [],
+        ops,
+        leader="n2",
+        partition_leaders=stored,
+        failing_key="t0-1",
+    )
+    fresh = {"t0-0": "n3", "t0-1": "n1", "t0-2": "n2"}
+    assert renaming(plan, "n1", fresh) == {"n2": "n3", "n3": "n1", "n1": "n2"}  # every partition leader matches
+    # only t0-1 known: its leader first, then the controller (n2 → n1 is taken, so the fewest other moves)
+    assert renaming(plan, "n2", {"t0-1": "n1"}) == {"n3": "n1", "n1": "n3"}
+    # a used partition beats the controller; with nothing known about partitions, the controller is swapped
+    plan.failing_key = None
+    assert renaming(plan, "n3", {"t0-1": "n2", "t0-0": "n3"})["n3"] == "n2"
+    assert renaming(plan, "n3", {}) == {"n2": "n3", "n3": "n2"}
+    # the stored run's partition leaders are read from its events
+    run = write_run(tmp_path / "run", "sim", queue_schedule(), {}, ["unseen"])
+    (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in READY + [led("n2", "t0-1", 0, "n3")]))
+    assert load_plan(run).partition_leaders == {"t0-1": "n3"}
 
 
 def test_sim_queue_plan_keeps_times_ops_without_nodes_and_the_topic_options(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from harness.explore import run_explore
 from harness.replay import run_replay
-from harness.shrink import build, fault_groups, parse_budget, run_shrink
+from harness.shrink import ROBUST_SEED_STEP, Shrinker, build, fault_groups, parse_budget, parse_robust, run_shrink
 from harness.sim.cluster import SimOptions
 from harness.simrun import options_from_schedule
 
@@ -102,7 +102,6 @@ def test_robust_shrink_keeps_schedules_that_fail_under_other_timings(
 ) -> None:
     import shutil
 
-    from harness.shrink import ROBUST_SEED_STEP
     from harness.simrun import simulate
 
     run = tmp_path / "run"
@@ -110,7 +109,8 @@ def test_robust_shrink_keeps_schedules_that_fail_under_other_timings(
     capsys.readouterr()
     assert run_shrink(argparse.Namespace(run_dir=str(run), budget="60s", quiet=True, robust=3)) == 1
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert summary["robust"] == 3 and summary["robust-reached"] is True
+    assert summary["robust"] == 3 and summary["robust-min"] == 3 and summary["robust-reached"] is True
+    assert summary["robust-hits"] == 3
     opts = options_from_schedule(json.loads((run / "minimal" / "schedule.json").read_text()))
     for k in range(3):  # the minimal schedule fails at its own seed and at the two other timings
         checked = simulate(replace(opts, seed=opts.seed + k * ROBUST_SEED_STEP))
@@ -118,6 +118,89 @@ def test_robust_shrink_keeps_schedules_that_fail_under_other_timings(
     bad = argparse.Namespace(run_dir=str(run), budget="60s", quiet=True, robust=0)
     assert run_shrink(bad) == 254
     assert "--robust must be between 1 and 20" in capsys.readouterr().err
+
+
+def test_robust_share_needs_its_own_timing_and_m_of_k(
+    stale_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    from harness.simrun import simulate
+
+    run = tmp_path / "run"
+    shutil.copytree(stale_run, run, ignore=shutil.ignore_patterns("minimal"))
+    capsys.readouterr()
+    assert run_shrink(argparse.Namespace(run_dir=str(run), budget="40s", quiet=True, robust="2/4")) == 1
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["robust"] == 4 and summary["robust-min"] == 2 and summary["robust-reached"] is True
+    opts = options_from_schedule(json.loads((run / "minimal" / "schedule.json").read_text()))
+    fails = [simulate(replace(opts, seed=opts.seed + k * ROBUST_SEED_STEP)).valid is False for k in range(4)]
+    assert fails[0] and sum(fails) == summary["robust-hits"] >= 2
+
+
+@pytest.mark.parametrize(
+    ("spec", "parsed"), [(1, (1, 1)), ("3", (3, 3)), ("2/8", (2, 8)), (" 1 / 20 ", (1, 20)), (5, (5, 5))]
+)
+def test_parse_robust(spec: object, parsed: tuple[int, int]) -> None:
+    assert parse_robust(spec) == parsed
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("0", "between 1 and 20"),
+        ("21", "between 1 and 20"),
+        ("3/2", "1 ≤ M ≤ K"),
+        ("0/4", "1 ≤ M ≤ K"),
+        ("x", "K or M/K"),
+    ],
+)
+def test_parse_robust_refuses(spec: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_robust(spec)
+
+
+def test_fails_counts_timings_and_stops_once_decided(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fake simulator that fails at a fixed set of seeds: `fails` accepts a candidate whose own seed fails
+    and M of K do, and runs no more timings than it needs to decide."""
+    import harness.shrink as shrink
+
+    class Run:
+        def __init__(self, seed: int, failing: set[int]) -> None:
+            self.valid = seed not in failing
+            self.anomalies = frozenset({"nonlinearizable"}) if seed in failing else frozenset()
+
+    failing: set[int] = set()
+    seen: list[int] = []
+
+    def fake(opts: SimOptions, check_time_limit: float = 0) -> Run:
+        seen.append(opts.seed)
+        return Run(opts.seed, failing)
+
+    monkeypatch.setattr(shrink, "simulate", fake)
+    shrinker = Shrinker.__new__(Shrinker)
+    shrinker.robust, shrinker.robust_min, shrinker.runs = 4, 2, 0
+    shrinker.target = frozenset({"nonlinearizable"})
+    step = ROBUST_SEED_STEP
+    cases = [
+        ({0, 3 * step}, True, 4),  # own + the last one: all four run
+        ({0, step}, True, 2),  # decided after two
+        ({step, 2 * step, 3 * step}, False, 1),  # its own timing is valid: rejected at once
+        ({0}, False, 4),  # only its own
+    ]
+    for fail_at, accepted, runs in cases:
+        failing.clear()
+        failing.update(fail_at)
+        seen.clear()
+        assert (shrinker.fails(SimOptions(seed=0)) is not None) is accepted, fail_at
+        assert len(seen) == runs, (fail_at, seen)
+    shrinker.robust_min = 4
+    failing.clear()
+    failing.update({0, 2 * step})
+    seen.clear()
+    assert shrinker.fails(SimOptions(seed=0)) is None and len(seen) == 2  # all four asked: out of reach at once
+    failing.update({step, 3 * step})
+    assert shrinker.timings_failing(SimOptions(seed=0)) == 4
 
 
 def test_fault_groups_pair_starts_with_stops() -> None:
