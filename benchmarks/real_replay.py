@@ -8,7 +8,7 @@ original (unshrunk) failing schedule is replayed the same way. Prints a markdown
 attempt is stored under --store, and the replay outputs go to --store/<bug>-*.log.
 
 Usage: .venv/bin/python benchmarks/real_replay.py [--bugs a,b] [--times 5] [--all] [--shrink-budget 90s]
-       [--fsync-delay MS] [--observable] [--robust K]
+       [--fsync-delay MS] [--observable] [--robust K|M/K] [--no-original]
 """
 
 from __future__ import annotations
@@ -75,10 +75,13 @@ def main() -> None:
     parser.add_argument("--bugs", default=",".join(BUGS))
     parser.add_argument("--times", type=int, default=5)
     parser.add_argument("--all", action="store_true", help="run every attempt (default: stop at the first hit)")
+    parser.add_argument(
+        "--no-original", action="store_true", help="do not replay the original schedule when the minimal one fails"
+    )
     parser.add_argument("--shrink-budget", default="90s")
     parser.add_argument("--time-limit", type=float, default=20.0, help="seconds per explored run (default 20)")
     parser.add_argument("--store", default="/tmp/kraftwerk-real-replay")
-    parser.add_argument("--robust", type=int, default=1, metavar="K", help="shrink --robust K (default 1)")
+    parser.add_argument("--robust", default="1", metavar="K|M/K", help="shrink --robust K or M/K (default 1)")
     parser.add_argument(
         "--observable", action="store_true", help="explore and shrink with --observable (no invariant-only runs)"
     )
@@ -95,14 +98,14 @@ def main() -> None:
         f"docker replays: up to {args.times} attempts"
         + (f", --fsync-delay {args.fsync_delay}" if args.fsync_delay else "")
         + (", explore/shrink --observable" if args.observable else "")
-        + (f", shrink --robust {args.robust}" if args.robust > 1 else "")
+        + (f", shrink --robust {args.robust}" if str(args.robust) != "1" else "")
         + (" (all)\n" if args.all else ", stopping at the first reproduction\n")
     )
     print(
         "| bug | simulator anomaly class | minimal: faults / ops / nodes / clients / seconds "
-        "| minimal on docker | original on docker |"
+        "| simulator timings failing | minimal on docker | original on docker |"
     )
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     for bug in args.bugs.split(","):
         sim_store = store / "sim" / bug
         err = io.StringIO()
@@ -123,7 +126,7 @@ def main() -> None:
                 )
             )
         if code != 1:
-            print(f"| {bug} | not found by explore | — | — | — |", flush=True)
+            print(f"| {bug} | not found by explore | — | — | — | — |", flush=True)
             continue
         run = (sim_store / "latest").resolve()
         out = io.StringIO()
@@ -139,18 +142,21 @@ def main() -> None:
             )
         s = json.loads(out.getvalue().strip().splitlines()[-1])
         a = s["after"]
+        timings = f"{s['robust-hits']} of {s['robust']}" if "robust-hits" in s else "—"
         minimal_on = replay(
             run / "minimal", store / "docker", store / f"{bug}-minimal.log", args.times, args.all, args.fsync_delay
         )
         original = "not needed"
-        if not minimal_on["reproduced"]:
+        if args.no_original:
+            original = "not tried"
+        elif not minimal_on["reproduced"]:
             original = describe(
                 replay(run, store / "docker", store / f"{bug}-original.log", args.times, args.all, args.fsync_delay)
             )
         print(
             f"| {bug} | {', '.join(s['anomaly-class'])} | {a['fault-events']} / {a['operations']} / {a['nodes']} / "
             f"{a['clients']} / {json.loads((run / 'minimal' / 'test.json').read_text())['time-limit']:.1f} | "
-            f"{describe(minimal_on)} | {original} |",
+            f"{timings} | {describe(minimal_on)} | {original} |",
             flush=True,
         )
     print(f"\nload at end: {uptime()}")

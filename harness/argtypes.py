@@ -36,3 +36,14 @@ def non_negative_int(text: str) -> int:
     if v < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
     return v
+
+
+def non_negative_float(text: str) -> float:
+    """A number of seconds, 0 or more."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not v >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
+    return v

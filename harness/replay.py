@@ -19,7 +19,7 @@ from pathlib import Path
 
 from checkers.errors import InputError
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, exit_code
-from harness.argtypes import non_negative_int
+from harness.argtypes import non_negative_float, non_negative_int
 from harness.simrun import file_sha256, load_run, options_from_schedule, simulate
 
 
@@ -126,6 +126,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="MS",
         help="real backends: nodes wait MS milliseconds before each fsync (default: the stored run's, else 0)",
+    )
+    r.add_argument(
+        "--settle",
+        type=non_negative_float,
+        default=None,
+        metavar="S",
+        help="real backends: wait at least S seconds between the heal and the final reads (default: a simulator "
+        "run's own pause, 10 s, so late consequences of a fault show before them; none for a real run)",
     )
     r.add_argument("--check-time-limit", type=float, default=300.0, metavar="S", help="checker budget (default 300)")
     r.add_argument("--ssh-hosts", metavar="FILE", help="ssh backend: hosts file (default: the stored run's)")

@@ -533,7 +533,7 @@ def _namespace(plan: Plan, args: argparse.Namespace, make_main: Callable[[str | 
         # the simulator's crashes lose unsynced writes: so do the replay's kills, unless told otherwise
         lose_unsynced=not args.keep_unsynced and (plan.source_backend == "sim" or bool(test.get("lose-unsynced"))),
         fsync_delay=_fsync_delay(args, test),
-        settle=plan.settle,
+        settle=plan.settle if getattr(args, "settle", None) is None else args.settle,
     )
     if plan.workload == "queue":
         q = plan.queue or queue_options({}, test, plan.nodes)
@@ -634,7 +634,7 @@ def run(args: argparse.Namespace) -> int:
             "times": args.times,
             "time-shift-seconds": round(plan.shift_ns / SECOND, 3),
             "target-anomalies": sorted(target),
-            **({"settle-seconds": plan.settle} if plan.settle else {}),
+            **({"settle-seconds": ns.settle} if ns.settle else {}),
         }
         write_json(run_dir / "test.json", test)
         print(f"attempt {attempt}/{args.times}: run directory {run_dir}", file=sys.stderr, flush=True)

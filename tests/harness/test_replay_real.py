@@ -228,6 +228,8 @@ def test_bad_options_name_the_option(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "--times" in capsys.readouterr().err
     assert main(["replay", str(run), "--backend", "vm"]) == 254
     assert "--backend" in capsys.readouterr().err
+    assert main(["replay", str(run), "--backend", "local", "--settle", "-1"]) == 254
+    assert "--settle" in capsys.readouterr().err
     kv = write_run(tmp_path / "q", "sim", sim_schedule(workload="kv"), READY)
     assert main(["replay", str(kv), "--backend", "local", "--store", str(tmp_path / "s")]) == 254
     assert "supports register and queue" in capsys.readouterr().err
@@ -262,7 +264,9 @@ def test_local_replay_of_a_simulated_run_and_of_the_replay(tmp_path: Path) -> No
     plan = load_plan(source)
     store = tmp_path / "real"
     cmd = [sys.executable, "-m", "harness.cli", "replay", str(source), "--backend", "local", "--store", str(store)]
-    r = subprocess.run(cmd + ["--times", "1"], cwd=realtest.ROOT, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        cmd + ["--times", "1", "--settle", "2.5"], cwd=realtest.ROOT, capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0, r.stderr[-3000:]  # a valid run stays valid
     assert "reproduced in 0 of 1 attempts" in r.stderr
     summary = json.loads(r.stdout.strip().splitlines()[-1])
@@ -270,6 +274,10 @@ def test_local_replay_of_a_simulated_run_and_of_the_replay(tmp_path: Path) -> No
     schedule = realtest.check_run_layout(attempt, 3)
     test = json.loads((attempt / "test.json").read_text())
     assert test["backend"] == "local" and test["replay"]["of"] == str(source) and test["seed"] == 4
+    # the final reads waited --settle after the heal (a simulator run's own pause is 10 s by default)
+    assert test["replay"]["settle-seconds"] == 2.5
+    assert json.loads((attempt / "results.json").read_text())["run"]["recovery-seconds"] >= 2.5
+    assert plan.settle == 10.0
     mapping = test["replay"].get("node-renaming", {})
     # the same operations, from the same client slots, on the same (renamed) nodes, none early
     want = [(o["client"], o["f"], o["key"], o["value"], rename(o["node"], mapping)) for o in plan.ops]

@@ -323,6 +323,13 @@ def test_local_replay_of_a_simulated_queue_run(tmp_path: Path) -> None:
     attempt = Path(json.loads(r.stdout.strip().splitlines()[-1])["runs"][0]["run"])
     test = json.loads((attempt / "test.json").read_text())
     assert test["workload"] == "queue" and test["partitions"] == 2 and test["min-isr"] == 1 and test["acks"] == "all"
+    assert test["replay"]["settle-seconds"] == 10.0  # the simulator's pause before its final reads
+    # the stored run's partition leaders were renamed onto the fresh cluster's
+    mapping = test["replay"].get("node-renaming", {})
+    fresh = first_partition_leaders([json.loads(x) for x in (attempt / "events.jsonl").read_text().splitlines() if x])
+    stored = plan.partition_leaders
+    assert set(stored) == set(fresh) == {"t0-0", "t0-1"}
+    assert any(mapping.get(stored[k], stored[k]) == fresh[k] for k in stored)
     schedule = json.loads((attempt / "schedule.json").read_text())
     want = sorted(((o["client"], o["f"], o["key"], o["value"]) for o in plan.ops), key=str)
     got = sorted(((o["client"], o["f"], o["key"], o["value"]) for o in schedule["ops"]), key=str)

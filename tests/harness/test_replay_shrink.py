@@ -97,9 +97,8 @@ def test_shrink_gets_commit_old_epoch_small(tmp_path: Path, capsys: pytest.Captu
     assert run_replay(argparse.Namespace(run_dir=str(run / "minimal"), times=1)) == 1
 
 
-def test_robust_shrink_keeps_schedules_that_fail_under_other_timings(
-    stale_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def robust_shrink(stale_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], robust: object, budget: str):
+    """Shrink a copy of the stale-read run with --robust; (its minimal schedule's fails per timing, summary)."""
     import shutil
 
     from harness.simrun import simulate
@@ -107,15 +106,22 @@ def test_robust_shrink_keeps_schedules_that_fail_under_other_timings(
     run = tmp_path / "run"
     shutil.copytree(stale_run, run, ignore=shutil.ignore_patterns("minimal"))
     capsys.readouterr()
-    assert run_shrink(argparse.Namespace(run_dir=str(run), budget="60s", quiet=True, robust=3)) == 1
+    assert run_shrink(argparse.Namespace(run_dir=str(run), budget=budget, quiet=True, robust=robust)) == 1
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    opts = options_from_schedule(json.loads((run / "minimal" / "schedule.json").read_text()))
+    timings = [simulate(replace(opts, seed=opts.seed + k * ROBUST_SEED_STEP)) for k in range(summary["robust"])]
+    cls = set(summary["anomaly-class"])
+    return [t.valid is False and bool(cls & t.anomalies) for t in timings], summary
+
+
+def test_robust_shrink_keeps_schedules_that_fail_under_other_timings(
+    stale_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fails, summary = robust_shrink(stale_run, tmp_path, capsys, 3, "60s")
     assert summary["robust"] == 3 and summary["robust-min"] == 3 and summary["robust-reached"] is True
     assert summary["robust-hits"] == 3
-    opts = options_from_schedule(json.loads((run / "minimal" / "schedule.json").read_text()))
-    for k in range(3):  # the minimal schedule fails at its own seed and at the two other timings
-        checked = simulate(replace(opts, seed=opts.seed + k * ROBUST_SEED_STEP))
-        assert checked.valid is False and "nonlinearizable" in checked.anomalies
-    bad = argparse.Namespace(run_dir=str(run), budget="60s", quiet=True, robust=0)
+    assert fails == [True, True, True]  # the minimal schedule fails at its own seed and at the two other timings
+    bad = argparse.Namespace(run_dir=str(tmp_path / "run"), budget="60s", quiet=True, robust=0)
     assert run_shrink(bad) == 254
     assert "--robust must be between 1 and 20" in capsys.readouterr().err
 
@@ -123,18 +129,8 @@ def test_robust_shrink_keeps_schedules_that_fail_under_other_timings(
 def test_robust_share_needs_its_own_timing_and_m_of_k(
     stale_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import shutil
-
-    from harness.simrun import simulate
-
-    run = tmp_path / "run"
-    shutil.copytree(stale_run, run, ignore=shutil.ignore_patterns("minimal"))
-    capsys.readouterr()
-    assert run_shrink(argparse.Namespace(run_dir=str(run), budget="40s", quiet=True, robust="2/4")) == 1
-    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    fails, summary = robust_shrink(stale_run, tmp_path, capsys, "2/4", "40s")
     assert summary["robust"] == 4 and summary["robust-min"] == 2 and summary["robust-reached"] is True
-    opts = options_from_schedule(json.loads((run / "minimal" / "schedule.json").read_text()))
-    fails = [simulate(replace(opts, seed=opts.seed + k * ROBUST_SEED_STEP)).valid is False for k in range(4)]
     assert fails[0] and sum(fails) == summary["robust-hits"] >= 2
 
 
