@@ -14,7 +14,9 @@ simulator schedule is shifted back by the moment its own cluster became ready (r
 events). Times are lower bounds: by default an item also waits for every operation or fault that
 had completed before it started in the stored run (from the stored history), so an operation that
 is slower on real hardware does not turn "read after the write" into "read during the write"
-(`--no-order` drives by the clock alone).
+(`--no-order` drives by the clock alone). A `start` (restart of killed nodes) completes once they
+answer on their client port again: a simulated restart serves at once, so an operation that
+followed it in the stored run reaches a node that is up, not one still starting.
 
 Node names: the cluster is symmetric, so the stored run's node names are renamed throughout the
 plan to put the fresh cluster's leaders where the stored run's stood (off with `--keep-node-names`):

@@ -183,6 +183,18 @@ class NodeDB:
             with contextlib.suppress(Exception):
                 await client.close()
 
+    async def wait_serving(self, names: Sequence[str], timeout: float = 10.0) -> bool:
+        """Wait until each of `names` answers on its client listener (a restarted node is up again); False if
+        some did not within `timeout`."""
+        deadline = time.monotonic() + timeout
+        pending = list(names)
+        while pending and time.monotonic() < deadline:
+            statuses = await self.describe_all(timeout=0.25, names=pending)
+            pending = [n for n, s in statuses.items() if s is None]
+            if pending:
+                await asyncio.sleep(0.02)
+        return not pending
+
     async def describe_all(
         self, timeout: float = 1.0, names: Sequence[str] | None = None
     ) -> dict[str, dict[str, Any] | None]:

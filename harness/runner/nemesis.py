@@ -54,10 +54,13 @@ class RunnerNemesis(RealNemesis):
         leader: LeaderSource,
         rng: random.Random,
         partition: PartitionNemesis | None = None,
+        serving: Callable[[Sequence[str]], Awaitable[object]] | None = None,
     ) -> None:
         super().__init__(hosts, daemons, rng=rng)
         self.packages = list(packages)
         self.find_leader = leader
+        # if given, a `start` completes only once the restarted nodes answer (awaited with their names)
+        self.serving = serving
         if partition is not None:
             self.partition = partition
 
@@ -130,6 +133,8 @@ class RunnerNemesis(RealNemesis):
             event["value"] = {"kind": kind, "grudge": partitions.make(kind, self.names, self.rng, leader)}
         loop = asyncio.get_running_loop()
         recorded = await loop.run_in_executor(None, self.invoke, event)
+        if f == "start" and self.serving is not None and recorded:
+            await self.serving(list(recorded))
         return Applied(recorded, event["value"])
 
     def active(self) -> dict[str, Any]:

@@ -188,6 +188,8 @@ def _assemble(args: argparse.Namespace, backend: Backend, hosts: list[Host]) -> 
         leader=db.partition_leader if queue else db.leader,
         rng=random.Random(f"nemesis-run-{args.seed}"),
         partition=partition,
+        # a replay: a restart completes once the node answers, as a simulated restart serves at once
+        serving=db.wait_serving if getattr(args, "replay_schedule", None) is not None else None,
     )
     if local:
         from harness.runner.local import LocalBackend
