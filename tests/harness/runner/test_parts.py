@@ -82,3 +82,49 @@ def test_real_backend_options_are_validated(tmp_path: Path) -> None:
     too_few = problem("--backend", "docker", "--workload", "queue", "--nodes", "2")
     assert "--replication-factor must be between 1 and --nodes (2), got 3" in (too_few or "")
     assert problem("--backend", "sim", "--workload", "queue") is None
+
+
+def test_wait_serving_polls_until_every_restarted_node_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    db = NodeDB(_hosts(3))
+    asked: dict[str, int] = {}
+
+    async def describe(name: str, timeout: float = 1.0) -> dict[str, object] | None:
+        asked[name] = asked.get(name, 0) + 1
+        if name == "n3":
+            return None  # never comes back
+        return {"role": "follower"} if asked[name] >= 3 else None  # answers from its third try
+
+    monkeypatch.setattr(db, "describe", describe)
+    assert asyncio.run(db.wait_serving(["n1", "n2"], timeout=5.0)) is True
+    assert asked == {"n1": 3, "n2": 3}
+    assert asyncio.run(db.wait_serving(["n2", "n3"], timeout=0.2)) is False
+    assert asked["n2"] == 4 and asked["n3"] >= 2  # n2 is not asked again once it answered
+
+
+def test_runner_nemesis_start_completes_once_the_nodes_serve(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a replay, `start` returns only after the nodes it restarted answer; other faults do not wait."""
+    import asyncio
+    import random
+
+    from harness.runner.nemesis import RunnerNemesis
+
+    waited: list[list[str]] = []
+
+    async def serving(names: list[str]) -> bool:
+        waited.append(names)
+        return True
+
+    async def no_leader() -> str | None:
+        return None
+
+    nemesis = RunnerNemesis(_hosts(3), {}, ["kill"], leader=no_leader, rng=random.Random(1), serving=serving)
+    monkeypatch.setattr(nemesis, "invoke", lambda event: ["n2"] if event["f"] in ("kill", "start") else [])
+    assert asyncio.run(nemesis.apply({"f": "kill", "value": ["n2"]})).recorded == ["n2"]
+    assert waited == []
+    asyncio.run(nemesis.apply({"f": "start", "value": None}))
+    assert waited == [["n2"]]
+    nemesis.serving = None  # a normal run: nothing to wait for
+    asyncio.run(nemesis.apply({"f": "start", "value": None}))
+    assert waited == [["n2"]]
