@@ -38,7 +38,7 @@ the simulator's timings often comes back within a few tries on a real cluster,
 and schedules that fail under every timing tried are rarely small.
 
 The minimal run is written to RUN_DIR/minimal/ (schedule.json, history, events,
-results, timeline) with a pytest file that reproduces it as a regression test.
+results, report.html) with a pytest file that reproduces it as a regression test.
 """
 
 from __future__ import annotations
@@ -667,6 +667,12 @@ def run_shrink(args: argparse.Namespace) -> int:
         },
     }
     store_run(out, best, meta)
+    try:  # report.html, plots and timelines, as every stored run has
+        from harness.report import write_report
+
+        write_report(out)
+    except Exception as e:  # noqa: BLE001 - the report never changes the outcome
+        say(f"warning: could not write the minimal run's report: {e}")
     bugs = ",".join(best.opts.bugs) or "NAME"
     (out / "test_regression.py").write_text(
         REGRESSION_TEST.format(

@@ -74,6 +74,7 @@ def test_shrink_to_a_minimal_schedule_and_regression_test(stale_run: Path, capsy
     assert summary["after"]["fault-events"] <= 5 and summary["after"]["operations"] <= 50
     assert summary["after"]["operations"] < summary["before"]["operations"]
     minimal = stale_run / "minimal"
+    assert "minimal" in (minimal / "report.html").read_text()  # the minimal run has a report like any run
     assert run_replay(argparse.Namespace(run_dir=str(minimal), times=1)) == 1
     test_file = minimal / "test_regression.py"
     env = dict(os.environ)
