@@ -498,8 +498,10 @@ class Shrinker:
         node_choices = sorted({min(self.fewest_nodes, base.nodes), base.nodes})
         keep = st.sampled_from([False, True, True, True])
 
-        class Reproduced(Exception):
-            pass
+        class Stop(Exception):
+            """A candidate failed the same way, or the budget ran out: either ends the search. Out of time
+            must raise too: Hypothesis calls a failing example again, and a call that returned quietly
+            because the budget had just run out would look to it like a flaky test."""
 
         @settings(
             max_examples=150,
@@ -517,13 +519,13 @@ class Shrinker:
         )
         def search(nodes: int, keep_groups: list[bool], keep_ops: list[bool]) -> None:
             if self.out_of_time():
-                return
+                raise Stop
             chosen = [g for g, k in zip(groups, keep_groups) if k]
             chosen_ops = [o for o, k in zip(ops, keep_ops) if k]
             if self.attempt(build(base, chosen, chosen_ops, nodes, base.time_limit)):
-                raise Reproduced
+                raise Stop
 
-        with contextlib.suppress(Reproduced):
+        with contextlib.suppress(Stop):
             search()
 
     def run(self, restarts: int = 3) -> Checked:
