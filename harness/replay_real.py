@@ -8,10 +8,13 @@ Each attempt is a normal real run (`harness.runner.run.run_real`, through the sa
 heal, recovery, final reads, collection and checking are the usual ones, and the attempt is
 stored like any run.
 
-Times: simulator and real schedules both count nanoseconds. A simulator run's clock starts when
-its nodes start, a real run's when the cluster is ready (leader elected and known to all), so a
-simulator schedule is shifted back by the moment its own cluster became ready (read from its
-events). Times are lower bounds: by default an item also waits for every operation or fault that
+Times: simulator and real schedules both count nanoseconds from the start of the main phase,
+once the cluster is ready (a leader elected and known to all; queue runs: the topic created and
+led), so they are not shifted; only a simulator history, on the simulator's clock, is brought to
+that origin to find the stored happens-before order. Register runs simulated before
+`"start": "ready"` in schedule.json started their clock with the nodes: such a schedule is
+shifted back by the moment its own cluster became ready (read from its events). Times are lower
+bounds: by default an item also waits for every operation or fault that
 had completed before it started in the stored run (from the stored history), so an operation that
 is slower on real hardware does not turn "read after the write" into "read during the write"
 (`--no-order` drives by the clock alone). A `start` (restart of killed nodes) completes once they
@@ -37,9 +40,7 @@ client's current process is not assigned (its assign went to a process that cras
 answered `fail` without a request, as the simulator skips it. Queue ops need no node (the client
 asks for the partition's leader). The topic (partitions, replication factor, min ISR, unclean
 election) and the producer acks come from schedule.json (simulator runs) or test.json (real
-runs). A simulator queue run's times count from the start of its main phase (topic created and
-led), as a real run's do, so they are not shifted; only its history, on the simulator's clock, is
-brought to that origin to find the stored happens-before order.
+runs).
 """
 
 from __future__ import annotations
@@ -202,15 +203,18 @@ def load_plan(run_dir: str | Path) -> Plan:
     notes: list[str] = []
     shift, leader = 0, None
     events_at, leader_at = ready_point(_read_events(d / "events.jsonl"), names)
-    if source_backend == "sim" and queue:
+    # a simulator run's main phase starts once its cluster is ready, as a real run's (queue runs, and register
+    # runs stored since "start": "ready"); older register runs started their clocks with the nodes
+    from_main_start = source_backend == "sim" and (queue or doc.get("start") == "ready")
+    if from_main_start:
         leader = leader_at
+        ready = "topic created and led" if queue else "a leader known to every node"
+        notes.append(f"simulator times count from the start of its main phase ({ready}), as a real run's: not shifted")
         notes.append(
-            "simulator queue times count from the start of its main phase (topic created and led), as a real "
-            "run's do: not shifted"
-        )
-        notes.append(
-            "not the same on a real cluster: network latency and message order, the simulated disk, process, "
-            "election and partition-leader timing (faults aimed at `leader` hit whoever leads then)"
+            "not the same on a real cluster: network latency and message order, the simulated disk (a crash "
+            "loses unflushed writes; a killed process keeps what it wrote to the OS), process, election and "
+            + ("partition-leader " if queue else "")
+            + "timing (faults aimed at `leader` hit whoever leads then)"
         )
     elif source_backend == "sim":
         # the simulator's clock starts with its nodes; a real run's main phase starts once the cluster is ready
@@ -263,7 +267,7 @@ def load_plan(run_dir: str | Path) -> Plan:
     events.sort(key=lambda e: e["at"])  # stable: the order they fired in
     ops.sort(key=lambda o: o["at"])
     history = _read_events(d / "history.jsonl")
-    if queue and source_backend == "sim":
+    if from_main_start:
         history = _from_origin(history, doc["ops"], doc["nemesis"])
     order(ops, events, history, concurrency)
     for item in ops + events:
@@ -299,7 +303,7 @@ def load_plan(run_dir: str | Path) -> Plan:
 def _from_origin(
     history: list[dict[str, Any]], ops: Sequence[Mapping[str, Any]], nemesis: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
-    """A simulator queue history with its times counted from the main phase's start, as its schedule's are.
+    """A simulator history with its times counted from the main phase's start, as its schedule's are.
 
     The start is not stored; the first scheduled op (or fault) was recorded in the history at that start
     plus its `at`, so the difference of the two is the start."""

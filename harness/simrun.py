@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.errors import InputError
-from harness.sim.cluster import SimOptions, SimResult, Simulation
+from harness.sim.cluster import LINKS, STARTS, SimOptions, SimResult, Simulation
 from harness.store import write_json, write_jsonl
 
 CHECK_TIME_LIMIT = 120.0
@@ -83,6 +83,12 @@ def options_from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) ->
             "min_isr": int(doc.get("min-isr", defaults.min_isr)),
             "unclean": bool(doc.get("unclean", defaults.unclean)),
         }
+    links = str(doc.get("links", "datagram"))  # runs stored before TCP-like links lost messages at partitions
+    if links not in LINKS:
+        raise InputError(f"schedule.json: unknown links {links!r} (one of {', '.join(LINKS)})")
+    start = str(doc.get("start", "boot" if workload == "register" else "ready"))  # older register runs: at boot
+    if start not in STARTS:
+        raise InputError(f"schedule.json: unknown start {start!r} (one of {', '.join(STARTS)})")
     return SimOptions(
         seed=int(doc["seed"]),
         nodes=int(doc["nodes"]),
@@ -94,6 +100,8 @@ def options_from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) ->
         ops=list(doc["ops"]),
         workload=workload,
         fsync_delay_ms=int(doc.get("fsync-delay-ms", 0)),
+        links=links,
+        start=start,
         **queue,
     )
 

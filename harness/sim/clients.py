@@ -50,7 +50,7 @@ class SimClient:
     def start(self) -> None:
         if self.plan is not None:
             if self.plan:
-                self.sim.sched.at(self.plan[0]["at"], self.next_op)
+                self.sim.sched.at(self.sim.main_start + self.plan[0]["at"], self.next_op)
             return
         self.sim.sched.after(self.rng.randint(0, self.sim.opts.think_ms * MS), self.next_op)
 
@@ -66,8 +66,9 @@ class SimClient:
                 if not self.plan:
                     return
                 step = self.plan[0]
-                if sim.sched.now < step["at"]:
-                    sim.sched.at(step["at"], self.next_op)
+                due = sim.main_start + step["at"]
+                if sim.sched.now < due:
+                    sim.sched.at(due, self.next_op)
                     return
                 self.plan.pop(0)
                 op = RegisterOp(step["f"], step["key"], step["value"])
@@ -90,7 +91,7 @@ class SimClient:
         if sim.phase == "main":
             sim.op_log.append(
                 {
-                    "at": sim.sched.now,
+                    "at": sim.sched.now - sim.main_start,  # like the fault schedule: from the main phase's start
                     "client": self.slot,
                     "f": op.f,
                     "key": op.key,

@@ -5,8 +5,10 @@ Workloads: `register` (KVNode cores, linearizable registers) and `queue` (Broker
 a replicated topic, clients sending unique values and polling them back).
 
 Phases (virtual time):
-0. setup (queue only) — create the topic and wait until every partition has a leader;
-1. main — clients run the workload while the schedule's faults come and go;
+0. setup — wait until a leader is known to every node, as a real run does before its main
+   phase (queue: create the topic and wait until every partition has a leader);
+1. main — clients run the workload while the schedule's faults come and go (the schedule's
+   times count from its start);
 2. recover — heal the network, restart killed nodes, resume paused ones, reset clocks;
 3. final — every key is read back (retrying until a read succeeds or time runs out).
 """
@@ -38,9 +40,13 @@ from nodes.broker import (
 )
 from nodes.kv.node import KVNode
 from nodes.raft import RaftConfig, digest
+from nodes.runtime.lanes import connection_timeout_ms
 from workloads.queue import TOPIC, QueueGenerator
 from workloads.register import RegisterGenerator
 
+LINKS = ("tcp", "datagram")
+STARTS = ("ready", "boot")
+READY_WITHIN_SECONDS = 120.0  # a fresh cluster that has not elected a leader known to all by then is broken
 RECOVERY_SECONDS = 10.0  # the simulator's pause between healing everything and the final reads
 
 
@@ -57,6 +63,12 @@ class SimOptions:
     think_ms: int = 50  # mean pause between a client's operations
     timeout_ms: int = 2000  # client request timeout → info
     latency_ms: tuple[float, float] = (0.5, 5.0)
+    # tcp: a message that meets a partition is retransmitted until the heal (or lost when the sender's
+    # connection times out), as on real nodes; datagram: lost at once (runs stored before tcp links)
+    links: str = "tcp"
+    # ready: the main phase (and the schedule's clock) starts once a leader is known to every node, as a real
+    # run's does; boot: at once, while the first election is still going on (register runs stored before)
+    start: str = "ready"
     fsync_delay_ms: int = 0  # added to every fsync's 1–10 ms (a slow disk, as `--fsync-delay` on real nodes)
     recovery: float = RECOVERY_SECONDS  # seconds between healing everything and the final reads
     final: float = 20.0  # seconds allowed for the final reads
@@ -102,6 +114,8 @@ class SimResult:
             "time-limit": opts.time_limit,
             "bugs": list(opts.bugs),
             **({"fsync-delay-ms": opts.fsync_delay_ms} if opts.fsync_delay_ms else {}),
+            "links": opts.links,
+            "start": opts.start,
             **(queue_options(opts) if opts.workload == "queue" else {}),
             "nemesis": self.schedule,
             "ops": self.ops,
@@ -124,14 +138,18 @@ class Simulation:
         self.opts = opts
         seed = opts.seed
         self.sched = Scheduler()
-        self.net = Network(self.sched, random.Random(f"net-{seed}"), opts.latency_ms)
+        if opts.start not in STARTS:
+            raise ValueError(f"unknown start {opts.start!r} (one of {', '.join(STARTS)})")
+        if opts.links not in LINKS:
+            raise ValueError(f"unknown links {opts.links!r} (one of {', '.join(LINKS)})")
+        self.net = Network(self.sched, random.Random(f"net-{seed}"), opts.latency_ms, tcp=opts.links == "tcp")
         self.invariants = Invariants(self)
         self.recorder = Recorder(lambda: self.sched.now, history_path)
         self.events: list[dict[str, Any]] = []
         self.op_log: list[dict[str, Any]] = []
         self.fatal: list[dict[str, Any]] = []
         self.phase = "main"
-        self.main_start = 0  # the queue workload's main phase starts once the topic is led
+        self.main_start = 0  # the main phase starts once the cluster is ready (queue: once the topic is led)
         self.main_end = int(opts.time_limit * SECOND)
         self.final_end = 0
         self.node_ids = list(range(1, opts.nodes + 1))
@@ -152,6 +170,8 @@ class Simulation:
             broker_heartbeat_interval_ms=opts.broker_heartbeat_interval_ms,
             replica_lag_time_max_ms=opts.replica_lag_time_max_ms,
         )
+        self._connection_configs = (config, broker_config if opts.workload == "queue" else None)
+        self._hold_ns: dict[type, int] = {}
         node_rng = random.Random(f"nodes-{seed}")
         self.nodes: dict[int, SimNode] = {}
         for i in self.node_ids:
@@ -218,6 +238,14 @@ class Simulation:
         self._next_request += 1
         self._requests[self._next_request] = client
         return self._next_request
+
+    def hold_ns(self, message: Any) -> int:
+        """How long the connection carrying a node-to-node `message` waits for an answer (TCP-like links)."""
+        kind = type(message)
+        hold = self._hold_ns.get(kind)
+        if hold is None:
+            hold = self._hold_ns[kind] = connection_timeout_ms(message, *self._connection_configs) * MS
+        return hold
 
     def client_reply(self, node: SimNode, reply: Any) -> None:
         client = self._requests.pop(reply.request_id, None)
@@ -324,9 +352,12 @@ class Simulation:
         for node in self.nodes.values():
             node.start()
         self.main_start = 0
-        if opts.workload == "queue":
+        if opts.workload == "queue" or opts.start == "ready":
             self.phase = "setup"
-            self._setup_topic()
+            if opts.workload == "queue":
+                self._setup_topic()
+            else:
+                self._await_leader()
             self.phase = "main"
             self.main_start = self.sched.now
             self.main_end = self.main_start + int(opts.time_limit * SECOND)
@@ -377,6 +408,7 @@ class Simulation:
             "events": self.sched.events_run,
             "messages": self.net.sent,
             "dropped": self.net.dropped,
+            "retransmitted": self.net.retransmitted,
             "operations": sum(1 for op in self.recorder.ops if op.type == "invoke"),
             "restarts": sum(n.restarts for n in self.nodes.values()),
             "unread-keys": unread,
@@ -384,6 +416,22 @@ class Simulation:
         }
         self.recorder.close()
         return SimResult(self.recorder, self.events, logs, invariants, self.schedule, self.op_log, stats)
+
+    def _await_leader(self) -> None:
+        """Run until a leader is known to every node in its epoch (when a real run's main phase starts)."""
+        self.sched.run_until(self.sched.now + int(READY_WITHIN_SECONDS * SECOND), stop=self._cluster_ready)
+        if not self._cluster_ready():
+            raise RuntimeError(f"no leader known to every node within {READY_WITHIN_SECONDS:g} s")
+
+    def _cluster_ready(self) -> bool:
+        leader = self.leader()
+        if leader is None:
+            return False
+        epoch = leader.core.raft.epoch  # type: ignore[union-attr]
+        return all(
+            n.core is not None and n.core.raft.epoch == epoch and n.core.raft.leader_id == leader.id
+            for n in self.nodes.values()
+        )
 
     def _setup_topic(self) -> None:
         """Create the topic and wait until every partition has a leader (not part of the history)."""

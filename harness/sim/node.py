@@ -104,6 +104,7 @@ class SimNode:
         self.generation += 1
         self.core = None
         self.inbox.clear()
+        self.sim.net.reset(self.name)
         self.disk.crash()
         for d in self.partitions.values():
             d.crash()
@@ -209,8 +210,16 @@ class SimNode:
             kind = type(effect)
             if kind is Send:
                 dst = sim.nodes[effect.dst]
+                message = effect.message
                 sim.net.send(
-                    self.name, dst.name, dst.deliver, self.id, effect.message, effect.reply_ctx, dst.generation
+                    self.name,
+                    dst.name,
+                    dst.deliver,
+                    self.id,
+                    message,
+                    effect.reply_ctx,
+                    dst.generation,
+                    hold=sim.hold_ns(message),
                 )
             elif kind is ClientReply or kind is ClientResponse:
                 sim.client_reply(self, effect)

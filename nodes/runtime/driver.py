@@ -119,6 +119,7 @@ from .kvapi import (
     encode_json,
     encode_kv_reply,
 )
+from .lanes import LANES, lane_of, lane_timeout_ms
 from .partition_store import PartitionStore
 from .server import CloseConnection, Request, Server, ServerConfig
 from .storage import DataDir, EventLog, HighWatermarkFile, LogFile, QuorumStateFile, StorageError, format_dump
@@ -139,7 +140,6 @@ _RESPONSE_FOR: dict[type, type] = {
 _RAFT_REQUEST_KEYS = frozenset(API_KEYS[t] for t in _RESPONSE_FOR)
 _PEER_QUEUE_MAX = 256
 _MAX_DRAIN_S = 2.0
-LANES = ("replication", "control", "forward")
 
 
 class StartupError(Exception):
@@ -269,14 +269,6 @@ class _BrokerLane(_Peer):
         return response
 
 
-def _lane(message: Any) -> str:
-    if isinstance(message, FetchRecordsRequest):
-        return "replication"
-    if isinstance(message, CreateTopicsRequest):
-        return "forward"
-    return "control"
-
-
 class NodeDriver:
     """Runs one node. ``await open()`` (recover storage, bind listeners), then ``start()``.
 
@@ -349,14 +341,11 @@ class NodeDriver:
             },
             rng=random.Random(self.rng.random()),
         )
-        lane_timeout_ms = {
-            "replication": config.broker.replica_fetch_wait_max_ms + config.broker.request_timeout_ms,
-            "control": config.broker.request_timeout_ms,
-            "forward": config.broker.request_timeout_ms,
-        }
         self.lanes: dict[tuple[int, str], _BrokerLane] = (
             {
-                (v, lane): _BrokerLane(self, v, self.broker_network, lane_timeout_ms[lane] * 1_000_000, (v, lane))
+                (v, lane): _BrokerLane(
+                    self, v, self.broker_network, lane_timeout_ms(lane, config.broker) * 1_000_000, (v, lane)
+                )
                 for v in sorted(config.voters)
                 if v != config.node_id
                 for lane in LANES
@@ -848,7 +837,7 @@ class NodeDriver:
                     slot.future.set_exception(CloseConnection())
             return
         if isinstance(message, BROKER_REQUESTS):
-            lane = self.lanes.get((effect.dst, _lane(message)))
+            lane = self.lanes.get((effect.dst, lane_of(message)))
             if lane is None:
                 self.log.warning("dropping %s to unknown node %s", type(message).__name__, effect.dst)
             else:

@@ -88,6 +88,26 @@ def test_sim_plan_shifts_times_to_the_ready_cluster_and_drops_what_the_simulator
     assert any("shifted back by 1.700 s" in n for n in plan.notes)
 
 
+def test_sim_plan_of_a_run_that_started_when_ready_is_not_shifted(tmp_path: Path) -> None:
+    """Register runs simulated since "start": "ready" count their schedule from a ready cluster, as real
+    runs do; their history (on the simulator's clock) is brought to that origin for the stored order."""
+    doc = sim_schedule(start="ready", nemesis=sim_schedule()["nemesis"][1:3])
+    run = write_run(tmp_path / "run", "sim", doc, READY)
+    main_start = 1_700 * MS
+    history = [
+        {"index": 0, "time": main_start + 2 * S, "process": 1, "type": "invoke", "f": "write", "key": "r1", "value": 3},
+        {"index": 1, "time": main_start + 2100 * MS, "process": 1, "type": "ok", "f": "write", "key": "r1", "value": 3},
+        {"index": 2, "time": main_start + 2500 * MS, "process": 0, "type": "invoke", "f": "read", "key": "r1"},
+    ]
+    (run / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in history))
+    plan = load_plan(run)
+    assert plan.shift_ns == 0 and plan.leader == "n2" and plan.time_limit == pytest.approx(10.0)
+    assert [(e["at"], e["f"]) for e in plan.events] == [(3 * S, "start-partition"), (4 * S, "bump-clock")]
+    read = next(o for o in plan.ops if o["f"] == "read")
+    assert read["at"] == 2500 * MS and read["after"] == [0]  # the write had completed before the read began
+    assert any("not shifted" in n for n in plan.notes)
+
+
 def test_short_sim_plan_heals_when_the_stored_run_did(tmp_path: Path) -> None:
     """A minimal schedule whose main phase ends 0.2 s after its cluster was ready heals 0.2 s into the
     replay too (a kill then lasts as briefly as it did in the simulator), not after a padded second."""

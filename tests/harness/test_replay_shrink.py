@@ -238,6 +238,44 @@ def test_schedule_without_ops_is_rejected() -> None:
         options_from_schedule({"seed": 1, "nodes": 3, "concurrency": 1, "time-limit": 1, "nemesis": []})
 
 
+def test_schedules_store_their_links_and_older_ones_replay_with_datagram_links(stale_run: Path) -> None:
+    """New runs simulate TCP-like links and say so in schedule.json; a schedule stored before that has no
+    "links" and must replay as it ran (messages lost at a partition), byte for byte."""
+    from checkers.errors import InputError
+    from harness.simrun import simulate
+
+    doc = json.loads((stale_run / "schedule.json").read_text())
+    assert doc["links"] == "tcp" and options_from_schedule(doc).links == "tcp"
+    older = {k: v for k, v in doc.items() if k != "links"}
+    assert options_from_schedule(older).links == "datagram"
+    with pytest.raises(InputError, match="links"):
+        options_from_schedule({**doc, "links": "carrier-pigeon"})
+    tcp, datagram = simulate(options_from_schedule(doc)), simulate(options_from_schedule(older))
+    assert tcp.sim.stats["retransmitted"] > 0 and datagram.sim.stats["retransmitted"] == 0
+    assert tcp.digest != datagram.digest  # the partitions of this run met messages in flight
+
+
+def test_register_runs_start_once_a_leader_is_known_to_every_node(stale_run: Path) -> None:
+    """As a real run does: no fault or operation of the main phase falls in the first election, so a
+    schedule found here can be driven on a real cluster, which only starts once it is ready."""
+    from harness.replay_real import ready_point
+    from harness.simrun import simulate
+
+    doc = json.loads((stale_run / "schedule.json").read_text())
+    assert doc["start"] == "ready"
+    checked = simulate(options_from_schedule(doc))
+    ready_at, leader = ready_point(checked.sim.events, [f"n{i}" for i in range(1, doc["nodes"] + 1)])
+    assert leader is not None and ready_at == checked.main_start > 0
+    first = min(op.time for op in checked.sim.recorder.ops)
+    assert first >= checked.main_start
+    assert first == checked.main_start + min(x["at"] for x in doc["ops"] + doc["nemesis"])
+    # register schedules stored before "start" started at boot and still replay so; queue runs always waited
+    older = {k: v for k, v in doc.items() if k != "start"}
+    assert options_from_schedule(older).start == "boot"
+    assert options_from_schedule({**older, "workload": "queue"}).start == "ready"
+    assert simulate(options_from_schedule(older)).main_start == 0
+
+
 def test_observable_explore_and_shrink_keep_an_anomaly_a_real_cluster_can_see(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

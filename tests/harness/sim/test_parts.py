@@ -57,6 +57,56 @@ def test_partition_checked_on_arrival() -> None:
     assert got == []
 
 
+def test_tcp_link_holds_a_message_across_a_short_partition() -> None:
+    """A message that meets a partition arrives at the first retransmission after the heal: 200 ms after it
+    first arrived, then twice as long each time (0.2 s, 0.6 s, 1.4 s …), as Linux retransmits."""
+    s = Scheduler()
+    net = Network(s, random.Random(3), latency_ms=(1.0, 1.0))
+    got: list[tuple[str, int]] = []
+
+    def arrive(what: str) -> None:
+        got.append((what, s.now))
+
+    def send(what: str) -> None:
+        net.send("n1", "n2", arrive, what, hold=3000 * MS)
+
+    net.partition({"n2": ["n1"]})
+    send("first")
+    s.at(100 * MS, send, "behind it")
+    s.at(500 * MS, net.heal)  # after the first retransmission (201 ms), before the second (601 ms)
+    s.at(550 * MS, send, "after the heal")
+    s.run_until(5000 * MS)
+    # one connection: what was sent after the heal still waits behind the retransmitted messages
+    assert got == [("first", 601 * MS), ("behind it", 601 * MS), ("after the heal", 601 * MS)]
+    assert net.dropped == 0 and net.retransmitted == 2
+
+
+def test_tcp_link_loses_what_the_sender_gave_up_and_what_a_crash_reset() -> None:
+    s = Scheduler()
+    net = Network(s, random.Random(4), latency_ms=(1.0, 1.0))
+    got: list[str] = []
+    net.partition({"n2": ["n1"], "n3": ["n1"]})
+    net.send("n1", "n2", got.append, "timed out", hold=1000 * MS)  # retransmitted at 0.2, 0.6, 1.4 s
+    net.send("n1", "n2", got.append, "still wanted", hold=3000 * MS)
+    net.send("n1", "n3", got.append, "to a node that crashes", hold=3000 * MS)
+    s.at(1200 * MS, net.heal)
+    s.at(300 * MS, net.reset, "n3")
+    s.run_until(5000 * MS)
+    assert got == ["still wanted"]
+    assert net.dropped == 2
+
+
+def test_datagram_links_lose_a_message_at_a_partition() -> None:
+    s = Scheduler()
+    net = Network(s, random.Random(5), latency_ms=(1.0, 1.0), tcp=False)
+    got: list[str] = []
+    net.partition({"n2": ["n1"]})
+    net.send("n1", "n2", got.append, "lost", hold=3000 * MS)
+    s.at(100 * MS, net.heal)
+    s.run_until(5000 * MS)
+    assert got == [] and net.dropped == 1 and net.retransmitted == 0
+
+
 def test_disk_loses_unflushed_writes_on_crash() -> None:
     d = Disk()
     d.append(("r0", "r1"))
