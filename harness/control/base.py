@@ -10,8 +10,10 @@ behave identically.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import signal as _signal
+import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -19,6 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.control.agent import AgentChannel
 
 DEFAULT_TIMEOUT = 30.0
 # extra seconds the control side waits past a node-side `timeout` before it gives up on the transport
@@ -115,9 +121,16 @@ class Transport(ABC):
     #: enforce timeouts on the node with coreutils `timeout` (remote transports cannot kill otherwise)
     node_side_timeout = True
 
-    def __init__(self, node: str, python: str = "python3") -> None:
+    #: how many times a transport with an agent starts one before it stays with a process per command
+    agent_starts = 3
+
+    def __init__(self, node: str, python: str = "python3", use_agent: bool = False) -> None:
         self.node = node
         self.python = python
+        self.use_agent = use_agent and not os.environ.get("KRAFTWERK_NO_AGENT")
+        self._agent: AgentChannel | None = None
+        self._agent_started = 0
+        self._agent_lock = threading.Lock()
 
     # ------------------------------------------------------------------ primitives
     @abstractmethod
@@ -132,8 +145,35 @@ class Transport(ABC):
     def get_file(self, path: str) -> bytes:
         """Read a file from the node; ControlError if it does not exist."""
 
-    def close(self) -> None:  # noqa: B027 - optional for transports without connections
-        """Release connections held for this node."""
+    def close(self) -> None:
+        """Release connections held for this node (and stop its agent)."""
+        with self._agent_lock:
+            if self._agent is not None:
+                self._agent.close()
+                self._agent = None
+
+    def _start_agent(self) -> AgentChannel | None:
+        """Start `python3 -u -c <daemon helper> agent <daemon helper>` on the node, talking over a stream of
+        this transport's; None if this transport has no way to (the default) or it could not start."""
+        return None
+
+    def agent(self) -> AgentChannel | None:
+        """The node's running control agent (harness/control/agent.py), started on first use and again if it
+        died (up to `agent_starts` times): commands, daemon operations and file writes then cost no new
+        process on the node. None: a process per command (no agent for this transport, or KRAFTWERK_NO_AGENT)."""
+        with self._agent_lock:
+            if self._agent is not None and not self._agent.broken:
+                return self._agent
+            if not self.use_agent or self._agent_started >= self.agent_starts:
+                return None
+            self._agent_started += 1
+            self._agent = self._start_agent()
+            return self._agent
+
+    def agent_argv(self) -> list[str]:
+        """The node-side command line of the agent."""
+        source = helper_source()
+        return [self.python, "-u", "-c", source, "agent", source]
 
     def __enter__(self) -> Transport:
         return self
@@ -169,7 +209,7 @@ class Transport(ABC):
             script = f"exec timeout -k 2 {timeout:g} sh -c {shlex.quote(script)}"
         started = time.monotonic()
         backstop = None if timeout is None else timeout + (GRACE if self.node_side_timeout else 0.0)
-        status, out, err = self._exec(script, backstop)
+        status, out, err = self._agent_or_exec(script, backstop)
         elapsed = time.monotonic() - started
         result = Result(
             self.node, text, status, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), elapsed
@@ -177,6 +217,17 @@ class Transport(ABC):
         if timeout is not None and status in (124, 137) and elapsed >= timeout:
             raise CommandTimeout(self.node, text, timeout, result)
         return result.check() if check else result
+
+    def _agent_or_exec(self, script: str, timeout: float | None) -> tuple[int, bytes, bytes]:
+        agent = self.agent()
+        if agent is not None:
+            try:
+                return agent.sh(script, timeout)
+            except CommandTimeout:
+                raise
+            except ControlError:
+                pass  # the agent is gone: a process of its own does the same
+        return self._exec(script, timeout)
 
     def sh(self, command: str | Sequence[str], **kwargs: object) -> str:
         """Run and return stdout; raise CommandError on failure."""
@@ -201,6 +252,14 @@ class Transport(ABC):
 
     # ------------------------------------------------------------------ daemons
     def _daemon(self, *args: str, timeout: float = DEFAULT_TIMEOUT) -> dict:
+        agent = self.agent()
+        if agent is not None:
+            try:
+                return agent.daemon(list(args), timeout)
+            except CommandTimeout:
+                raise
+            except ControlError:
+                pass  # the agent is gone: the helper process below does the same
         result = self.run([self.python, "-c", helper_source(), *args], timeout=timeout)
         if result.exit_status != 0:
             raise CommandError(result)

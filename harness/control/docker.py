@@ -1,4 +1,9 @@
-"""Control through `docker exec` (Docker SDK): commands via the exec API, files via tar archives."""
+"""Control through `docker exec` (Docker SDK): commands via the exec API, files via tar archives.
+
+One exec costs ~80 ms, so each container keeps a control agent (one long-lived exec, see
+harness/control/agent.py) that runs commands, daemon operations and file writes for a few
+milliseconds each; plain exec and tar archives remain the fallback when the agent cannot run.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +14,19 @@ import time
 from pathlib import PurePosixPath
 from typing import Any
 
+from docker.utils.socket import STDOUT, frames_iter
+
+from harness.control.agent import AgentChannel
 from harness.control.base import CommandTimeout, ControlError, Transport
 
 
 class DockerTransport(Transport):
     """Control of one container. `container` is a docker-py Container (or its name/id with `client`)."""
 
-    def __init__(self, node: str, container: Any, client: Any = None, python: str = "python3") -> None:
-        super().__init__(node, python=python)
+    def __init__(
+        self, node: str, container: Any, client: Any = None, python: str = "python3", use_agent: bool = True
+    ) -> None:
+        super().__init__(node, python=python, use_agent=use_agent)
         if isinstance(container, str):
             if client is None:
                 import docker
@@ -25,6 +35,18 @@ class DockerTransport(Transport):
             container = client.containers.get(container)
         self.container = container
         self.api = container.client.api
+
+    def _start_agent(self) -> AgentChannel | None:
+        try:
+            exec_id = self.api.exec_create(
+                self.container.id, self.agent_argv(), stdin=True, stdout=True, stderr=True, tty=False
+            )["Id"]
+            sock = self.api.exec_start(exec_id, socket=True)
+        except Exception:  # noqa: BLE001 - no agent: every command goes through plain exec
+            return None
+        raw = getattr(sock, "_sock", sock)
+        chunks = (data for stream, data in frames_iter(sock, tty=False) if stream == STDOUT)
+        return AgentChannel(self.node, raw.sendall, chunks, sock.close)
 
     def _exec(self, command: str, timeout: float | None) -> tuple[int, bytes, bytes]:
         try:
@@ -58,6 +80,13 @@ class DockerTransport(Transport):
 
     def put_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
         raw = data.encode() if isinstance(data, str) else data
+        agent = self.agent()
+        if agent is not None:
+            try:
+                agent.write_file(path, raw, mode)
+                return
+            except ControlError:
+                pass  # the agent is gone: through a tar archive below
         target = PurePosixPath(path)
         tmp = PurePosixPath(self.temp_name(path))
         buf = io.BytesIO()

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.control.agent import AgentChannel
 from harness.control.base import CommandTimeout, ControlError, Transport
 
 
@@ -22,14 +23,47 @@ class NetnsTransport(Transport):
 
     node_side_timeout = False
 
-    def __init__(self, node: str, netns: str | None, python: str = sys.executable) -> None:
-        super().__init__(node, python=python)
+    def __init__(self, node: str, netns: str | None, python: str = sys.executable, use_agent: bool = True) -> None:
+        super().__init__(node, python=python, use_agent=use_agent)
         self.netns = netns
+
+    @property
+    def prefix(self) -> list[str]:
+        return ["ip", "netns", "exec", self.netns] if self.netns else []
 
     def argv(self, command: str) -> list[str]:
         """The local argv that runs a shell snippet in this node's namespace."""
-        prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
-        return [*prefix, "sh", "-c", command]
+        return [*self.prefix, "sh", "-c", command]
+
+    def _start_agent(self) -> AgentChannel | None:
+        try:  # its own session: Ctrl-C in the terminal leaves it to the harness's cleanup, which may need it
+            proc = subprocess.Popen(
+                [*self.prefix, *self.agent_argv()],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError:
+            return None
+        stdin, stdout = proc.stdin, proc.stdout
+        assert stdin is not None and stdout is not None
+
+        def write(data: bytes) -> None:
+            stdin.write(data)
+            stdin.flush()
+
+        def close() -> None:
+            with contextlib.suppress(OSError):
+                stdin.close()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc.pid)
+                proc.wait()
+            stdout.close()
+
+        return AgentChannel(self.node, write, iter(lambda: stdout.read1(65536), b""), close)
 
     def _exec(self, command: str, timeout: float | None) -> tuple[int, bytes, bytes]:
         try:

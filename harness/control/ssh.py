@@ -96,6 +96,7 @@ class SSHTransport(Transport):
         return c
 
     def close(self) -> None:
+        super().close()
         with self._lock:
             if self._client is not None:
                 self._client.close()

@@ -150,3 +150,29 @@ def test_daemon_that_cannot_start_is_reported(host: Host) -> None:
     with pytest.raises(ControlError, match="cannot start"):
         host.control.start_daemon(spec)
     assert not host.control.daemon_status(spec.pidfile).running
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_docker_agent_serves_commands_and_plain_exec_takes_over_when_it_dies(node_image: str) -> None:
+    """A docker transport drives its container through one long-lived agent; if the agent dies, the next
+    command starts another, and once that keeps failing (or with KRAFTWERK_NO_AGENT) plain exec does the work."""
+    from harness.control import docker as docker_control
+
+    with clusters.cluster("docker", 1, node_image) as (_backend, hosts):
+        control = hosts[0].control
+        assert isinstance(control, docker_control.DockerTransport)
+        first = control.agent()
+        assert first is not None and control.sh("echo via agent") == "via agent\n"
+        assert control.sh("pgrep -fc '^python3 -u -c'").strip() == "1"  # the agent: python3 -u -c SOURCE agent
+        control.run("pkill -f '^python3 -u -c'")
+        clusters.wait_for(lambda: first.broken is not None, what="the agent's stream to close")
+        assert control.sh("echo again") == "again\n" and control.agent() is not first
+        pidfile, spec_log = f"{hosts[0].workdir}/a.pid", f"{hosts[0].workdir}/a.log"
+        pid = control.start_daemon(DaemonSpec(["sleep", "300"], pidfile, spec_log))
+        assert control.daemon_status(pidfile).pid == pid and control.kill_daemon(pidfile) == pid
+        control._agent_started = control.agent_starts  # as if it had died too often
+        control.close()
+        assert control.agent() is None and control.sh("echo plain exec") == "plain exec\n"
+        pid = control.start_daemon(DaemonSpec(["sleep", "300"], pidfile, spec_log))
+        assert control.kill_daemon(pidfile) == pid and not control.daemon_status(pidfile).running
