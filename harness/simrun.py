@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.errors import InputError
-from harness.sim.cluster import LINKS, STARTS, SimOptions, SimResult, Simulation
+from harness.sim.cluster import CLOCKS, LINKS, STARTS, SimOptions, SimResult, Simulation
 from harness.store import write_json, write_jsonl
 
 CHECK_TIME_LIMIT = 120.0
@@ -87,6 +87,9 @@ def options_from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) ->
     if links not in LINKS:
         raise InputError(f"schedule.json: unknown links {links!r} (one of {', '.join(LINKS)})")
     start = str(doc.get("start", "boot" if workload == "register" else "ready"))  # older register runs: at boot
+    clocks = str(doc.get("clocks", "timers"))  # older runs: a clock fault moved the core's timers too
+    if clocks not in CLOCKS:
+        raise InputError(f"schedule.json: unknown clocks {clocks!r} (one of {', '.join(CLOCKS)})")
     if start not in STARTS:
         raise InputError(f"schedule.json: unknown start {start!r} (one of {', '.join(STARTS)})")
     return SimOptions(
@@ -102,6 +105,7 @@ def options_from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) ->
         fsync_delay_ms=int(doc.get("fsync-delay-ms", 0)),
         links=links,
         start=start,
+        clocks=clocks,
         **queue,
     )
 

@@ -46,6 +46,7 @@ from workloads.register import RegisterGenerator
 
 LINKS = ("tcp", "datagram")
 STARTS = ("ready", "boot")
+CLOCKS = ("wall", "timers")
 READY_WITHIN_SECONDS = 120.0  # a fresh cluster that has not elected a leader known to all by then is broken
 RECOVERY_SECONDS = 10.0  # the simulator's pause between healing everything and the final reads
 
@@ -69,6 +70,10 @@ class SimOptions:
     # ready: the main phase (and the schedule's clock) starts once a leader is known to every node, as a real
     # run's does; boot: at once, while the first election is still going on (register runs stored before)
     start: str = "ready"
+    # wall: a clock fault moves the node's wall clock (its events' times) and not the core's timers, as on
+    # real nodes (libfaketime, monotonic clock left alone); timers: the core's timers follow it too (runs
+    # stored before)
+    clocks: str = "wall"
     fsync_delay_ms: int = 0  # added to every fsync's 1–10 ms (a slow disk, as `--fsync-delay` on real nodes)
     recovery: float = RECOVERY_SECONDS  # seconds between healing everything and the final reads
     final: float = 20.0  # seconds allowed for the final reads
@@ -116,6 +121,7 @@ class SimResult:
             **({"fsync-delay-ms": opts.fsync_delay_ms} if opts.fsync_delay_ms else {}),
             "links": opts.links,
             "start": opts.start,
+            "clocks": opts.clocks,
             **(queue_options(opts) if opts.workload == "queue" else {}),
             "nemesis": self.schedule,
             "ops": self.ops,
@@ -138,6 +144,8 @@ class Simulation:
         self.opts = opts
         seed = opts.seed
         self.sched = Scheduler()
+        if opts.clocks not in CLOCKS:
+            raise ValueError(f"unknown clocks {opts.clocks!r} (one of {', '.join(CLOCKS)})")
         if opts.start not in STARTS:
             raise ValueError(f"unknown start {opts.start!r} (one of {', '.join(STARTS)})")
         if opts.links not in LINKS:

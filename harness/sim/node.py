@@ -3,8 +3,11 @@
 The driver applies the core's effects in order: sends go through the simulated
 network, the quorum state is written durably at once, log writes land in the
 page cache and become durable when a flush completes. Crashes drop the page
-cache; pauses queue every input until resume; the clock may be offset and drift,
-so the core's timers fire early or late.
+cache; pauses queue every input until resume. The node's wall clock may be offset
+and drift: it stamps the node's events, while the core runs on the true
+(monotonic) time, as the runtime driver runs it on `time.monotonic_ns()`, which
+libfaketime leaves alone. Runs stored before that (`"clocks": "timers"`) ran the
+core on the skewed clock, so a clock fault moved its timers; they replay so.
 """
 
 from __future__ import annotations
@@ -67,11 +70,17 @@ class SimNode:
         self._timer_token = 0
         self.fatal: list[str] = []
         self.restarts = 0
+        self.timers_follow_clock = sim.opts.clocks == "timers"
 
     # ------------------------------------------------------------------ clock
     def local_now(self) -> int:
+        """The node's wall clock (offset and drift applied)."""
         now = self.sched.now
         return now + self.clock_offset + (now * self.drift_ppm) // 1_000_000
+
+    def core_now(self) -> int:
+        """The time the core runs on: the true time, or the wall clock for runs stored with "clocks": "timers"."""
+        return self.local_now() if self.timers_follow_clock else self.sched.now
 
     def to_global(self, local: int) -> int:
         t = ((local - self.clock_offset) * 1_000_000) // (1_000_000 + self.drift_ppm)
@@ -89,7 +98,7 @@ class SimNode:
         self.paused = False
         self.generation += 1
         self._timer_at = None
-        now = self.local_now()
+        now = self.core_now()
         if self.partitions:
             logs = {tp: d.recovered_log() for tp, d in self.partitions.items()}
             self.apply(self.core.start(now, self.disk.quorum_state, self.disk.recovered_log(), logs))  # type: ignore[call-arg]
@@ -148,20 +157,20 @@ class SimNode:
         if not self._ready(self.deliver, (src, message, reply_ctx, generation)):
             return
         assert self.core is not None
-        self.apply(self.core.handle(self.local_now(), src, message, reply_ctx))
+        self.apply(self.core.handle(self.core_now(), src, message, reply_ctx))
 
     def client_request(self, client: Any, request_id: Any, f: str, key: str, value: Any) -> None:
         if not self._ready(self.client_request, (client, request_id, f, key, value)):
             return
         assert self.core is not None
-        self.apply(self.core.submit(self.local_now(), request_id, f, key, value))
+        self.apply(self.core.submit(self.core_now(), request_id, f, key, value))
 
     def client_call(self, client: Any, request_id: Any, method: str, request: Any) -> None:
         """A broker client request: `method` is produce, fetch, metadata, create_topics or list_offsets."""
         if not self._ready(self.client_call, (client, request_id, method, request)):
             return
         assert self.core is not None
-        self.apply(getattr(self.core, method)(self.local_now(), request_id, request))
+        self.apply(getattr(self.core, method)(self.core_now(), request_id, request))
 
     def _partition_flush_done(self, generation: int, tp: Any, up_to: int) -> None:
         if generation != self.generation or not self.alive:
@@ -175,7 +184,7 @@ class SimNode:
     def _partition_flushed_notify(self, generation: int, tp: Any, up_to: int) -> None:
         if generation != self.generation or self.core is None:
             return
-        self.apply(self.core.partition_flushed(self.local_now(), tp, up_to))  # type: ignore[attr-defined]
+        self.apply(self.core.partition_flushed(self.core_now(), tp, up_to))  # type: ignore[attr-defined]
 
     def _flush_done(self, generation: int, up_to: int) -> None:
         if generation != self.generation or not self.alive:
@@ -189,7 +198,7 @@ class SimNode:
     def _flushed_notify(self, generation: int, up_to: int) -> None:
         if generation != self.generation or self.core is None:
             return
-        self.apply(self.core.flushed(self.local_now(), up_to))
+        self.apply(self.core.flushed(self.core_now(), up_to))
 
     def _tick(self, token: int) -> None:
         if token != self._timer_token or not self.alive:
@@ -198,7 +207,7 @@ class SimNode:
         if self.paused:
             return  # resume() re-arms the timer
         assert self.core is not None
-        self.apply(self.core.tick(self.local_now()))
+        self.apply(self.core.tick(self.core_now()))
 
     # ------------------------------------------------------------------ effects
     def apply(self, effects: list[Any]) -> None:
@@ -224,7 +233,10 @@ class SimNode:
             elif kind is ClientReply or kind is ClientResponse:
                 sim.client_reply(self, effect)
             elif kind is Event:
-                sim.node_event(self, effect.data)
+                data = effect.data
+                if not self.timers_follow_clock:  # stamped with the wall clock, as the runtime driver does
+                    data = {**data, "time": self.local_now()}
+                sim.node_event(self, data)
             elif kind is PersistQuorumState:
                 self.disk.persist_quorum_state(effect.state)
                 sim.invariants.on_persist(self, effect.state)
@@ -268,7 +280,7 @@ class SimNode:
         deadline = self.core.next_deadline()
         if deadline is None:
             return
-        when = self.to_global(deadline)
+        when = self.to_global(deadline) if self.timers_follow_clock else deadline
         if when < self.sched.now:
             when = self.sched.now
         if not force and self._timer_at is not None and self._timer_at <= when:
@@ -278,6 +290,6 @@ class SimNode:
         self.sched.at(when, self._tick, self._timer_token)
 
     def clock_changed(self) -> None:
-        """The clock moved: timers now fall due at other true times."""
-        if self.alive and not self.paused:
+        """The clock moved: timers now fall due at other true times (only when they follow the wall clock)."""
+        if self.timers_follow_clock and self.alive and not self.paused:
             self._schedule_timer(force=True)

@@ -80,3 +80,27 @@ def test_stored_schedule_replays_byte_identically(bugs: list[str]) -> None:
     assert doc["ops"] and all({"at", "client", "f", "key", "value", "node"} <= set(op) for op in doc["ops"])
     again = Simulation(SimOptions(seed=21, time_limit=12, bugs=bugs, schedule=doc["nemesis"], ops=doc["ops"])).run()
     assert again.stats["history-sha256"] == first.stats["history-sha256"]
+
+
+@pytest.mark.parametrize("clocks", ["wall", "timers"])
+def test_a_clock_fault_moves_the_wall_clock_and_moves_timers_only_in_older_runs(clocks: str) -> None:
+    """A real node's timers run on the monotonic clock, which libfaketime leaves alone: a +30 s bump shows in
+    its events' times and starts no election. Runs stored with "clocks": "timers" let it fire every timer."""
+    bump = {"at": 2_000_000_000, "package": "clock", "f": "bump-clock"}
+    bump["value"] = {f"n{i}": {"delta-ms": 30_000, "drift-ppm": 0} for i in (1, 2, 3)}
+    # one of the three is the leader: its write commits while the clocks are bumped
+    writes = [
+        {"at": at, "client": 0, "f": "write", "key": "r1", "value": i, "node": f"n{i}"}
+        for i, at in ((1, 2_500_000_000), (2, 2_800_000_000), (3, 3_100_000_000))
+    ]
+    opts = SimOptions(seed=5, nodes=3, concurrency=1, time_limit=4, schedule=[bump], ops=writes, clocks=clocks)
+    sim = Simulation(opts)
+    result = sim.run()
+    after = [e for e in result.events if e["type"] == "state" and e["time"] >= sim.main_start + 30 * 10**9]
+    epochs = {e["epoch"] for e in result.events if e["type"] == "state"}
+    if clocks == "wall":
+        assert epochs == {0, 1} and after == [] and result.schedule_document(opts)["clocks"] == "wall"
+        hw_times = [e["time"] for e in result.events if e["type"] == "hw"]
+        assert max(hw_times) >= sim.main_start + 30 * 10**9  # stamped with the bumped wall clock
+    else:
+        assert max(epochs) > 1 and after  # every follower's fetch timeout fired at the bump: elections
