@@ -22,7 +22,8 @@ anomaly type with the original ("the same anomaly class"):
    shrinks — so the result is built from choices that shrink, not one opaque
    seed. A budget bounds the whole search; what is left of it shrinks up to
    three more fresh starts (greedy passes end in different places), and the
-   smallest result of all is kept.
+   smallest result of all is kept; if no short fresh run failed the same way and budget is
+   left, longer fresh starts (15 s, and the run's own shape) are shrunk too.
 
 Both workloads shrink the same way. Register operations name their key and
 node; queue operations are `assign`, `send` (a key and a unique value) and
@@ -332,16 +333,20 @@ class Shrinker:
 
             self._ddmin(mine, candidate, smallest=2)
 
-    def fresh_starts(self, share: float, tries: int) -> list[Checked]:
+    def fresh_starts(self, share: float, tries: int, longer: bool = False) -> list[Checked]:
         """Fresh small runs seeded from the run's seed (same workload, bugs and fault packages) that fail
         the same way, driven again from their realised schedules, smallest first. Uses at most `share`
         of the time left and `tries` seeds, each tried at three shapes (fewest nodes, two or three
-        clients, a few seconds of frequent faults)."""
+        clients, a few seconds of frequent faults) or, `longer`, at 15 s with three clients and at the
+        run's own shape for 30 s (a failure that needs a broker fenced after its session expired, then a
+        produce to it, seldom fits in 6 s; other runs of the original's shape end in other places)."""
         opts = self.original.opts
         stop = time.monotonic() + share * max(0.0, self.deadline - time.monotonic())
-        rng = random.Random(f"start-smaller-{opts.seed}")
+        rng = random.Random(f"start-{'longer' if longer else 'smaller'}-{opts.seed}")
         few = self.fewest_nodes
         shapes = [(few, 2, 4.0, 1.0), (few, 3, 6.0, 1.5), (max(few, min(5, opts.nodes)), 3, 6.0, 1.5)]
+        if longer:
+            shapes = [(max(few, min(5, opts.nodes)), 3, 15.0, 2.5), (opts.nodes, opts.concurrency, 30.0, opts.interval)]
         found: list[Checked] = []
         for _ in range(tries):
             seed = rng.randrange(2**31)
@@ -543,6 +548,16 @@ class Shrinker:
             self.log("shrinking another fresh start…")
             self.shrink_from(other)
             self.progress(force=True)
+        if not starts and not self.out_of_time():  # no short run fails this way, and time is left: longer ones
+            self.log("no short fresh run failed the same way; looking for longer ones…")
+            longer = [c for c in self.fresh_starts(share=0.3, tries=40, longer=True) if self.smaller(c, self.original)]
+            self.log(f"  {len(longer)} longer fresh runs fail the same way")
+            for other in longer[:restarts]:
+                if self.out_of_time():
+                    break
+                self.log("shrinking a longer fresh start…")
+                self.shrink_from(other)
+                self.progress(force=True)
         self.current = self.best
         self.realised()
         self.progress(force=True)

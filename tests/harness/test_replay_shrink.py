@@ -200,6 +200,50 @@ def test_fails_counts_timings_and_stops_once_decided(monkeypatch: pytest.MonkeyP
     assert shrinker.timings_failing(SimOptions(seed=0)) == 4
 
 
+def test_longer_fresh_starts_only_when_no_short_one_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """stale-leader-produce needs a broker fenced after its 3 s session, then a produce to it: no run of
+    4-6 s fails that way, so shrink then looks at 15 s runs and at runs of the original's own shape."""
+    import time as _time
+
+    from harness import shrink
+
+    shapes: list[tuple[int, int, float]] = []
+
+    class Valid:
+        valid = True
+        anomalies = frozenset()
+
+    def fake(opts: SimOptions, **_: object) -> Valid:
+        shapes.append((opts.nodes, opts.concurrency, opts.time_limit))
+        return Valid()
+
+    monkeypatch.setattr(shrink, "simulate", fake)
+    shrinker = Shrinker.__new__(Shrinker)
+    shrinker.original = argparse.Namespace(opts=SimOptions(nodes=5, concurrency=10, time_limit=30.0))
+    shrinker.fewest_nodes, shrinker.runs, shrinker.deadline = 3, 0, _time.monotonic() + 60
+    assert shrinker.fresh_starts(share=1.0, tries=2) == []
+    assert sorted(set(shapes)) == [(3, 2, 4.0), (3, 3, 6.0), (5, 3, 6.0)] and len(shapes) == 6
+    shapes.clear()
+    assert shrinker.fresh_starts(share=1.0, tries=2, longer=True) == []
+    assert sorted(set(shapes)) == [(5, 3, 15.0), (5, 10, 30.0)] and len(shapes) == 4
+
+    asked: list[bool] = []
+    monkeypatch.setattr(shrinker, "fresh_starts", lambda share, tries, longer=False: asked.append(longer) or [])
+    monkeypatch.setattr(shrinker, "shrink_from", lambda start: None)
+    monkeypatch.setattr(shrinker, "realised", lambda: None)
+    shrinker.log, shrinker.best, shrinker.current = (lambda msg: None), shrinker.original, shrinker.original
+    monkeypatch.setattr(shrinker, "progress", lambda force=False: None)
+    shrinker.run()
+    assert asked == [False, True]  # nothing short failed: the longer ones were looked at
+    asked.clear()
+    monkeypatch.setattr(
+        shrinker, "fresh_starts", lambda share, tries, longer=False: asked.append(longer) or [shrinker.original]
+    )
+    monkeypatch.setattr(shrinker, "smaller", lambda a, b: False)
+    shrinker.run()
+    assert asked == [False]  # a short run failed the same way: no longer ones
+
+
 def test_fault_groups_pair_starts_with_stops() -> None:
     events = [
         {"at": 1, "package": "kill", "f": "kill", "value": ["n1"]},
