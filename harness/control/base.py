@@ -17,14 +17,16 @@ import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from harness.control.agent import AgentChannel
+
+T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 30.0
 # extra seconds the control side waits past a node-side `timeout` before it gives up on the transport
@@ -209,7 +211,7 @@ class Transport(ABC):
             script = f"exec timeout -k 2 {timeout:g} sh -c {shlex.quote(script)}"
         started = time.monotonic()
         backstop = None if timeout is None else timeout + (GRACE if self.node_side_timeout else 0.0)
-        status, out, err = self._agent_or_exec(script, backstop)
+        status, out, err = self._agent_or(lambda a: a.sh(script, backstop), lambda: self._exec(script, backstop))
         elapsed = time.monotonic() - started
         result = Result(
             self.node, text, status, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), elapsed
@@ -218,16 +220,18 @@ class Transport(ABC):
             raise CommandTimeout(self.node, text, timeout, result)
         return result.check() if check else result
 
-    def _agent_or_exec(self, script: str, timeout: float | None) -> tuple[int, bytes, bytes]:
+    def _agent_or(self, through_agent: Callable[[AgentChannel], T], otherwise: Callable[[], T]) -> T:
+        """`through_agent(agent)` if the node's agent runs; otherwise, or if the agent is gone (any ControlError
+        but a timeout), `otherwise()`, which does the same with a process of its own."""
         agent = self.agent()
         if agent is not None:
             try:
-                return agent.sh(script, timeout)
+                return through_agent(agent)
             except CommandTimeout:
                 raise
             except ControlError:
-                pass  # the agent is gone: a process of its own does the same
-        return self._exec(script, timeout)
+                pass
+        return otherwise()
 
     def sh(self, command: str | Sequence[str], **kwargs: object) -> str:
         """Run and return stdout; raise CommandError on failure."""
@@ -252,14 +256,9 @@ class Transport(ABC):
 
     # ------------------------------------------------------------------ daemons
     def _daemon(self, *args: str, timeout: float = DEFAULT_TIMEOUT) -> dict:
-        agent = self.agent()
-        if agent is not None:
-            try:
-                return agent.daemon(list(args), timeout)
-            except CommandTimeout:
-                raise
-            except ControlError:
-                pass  # the agent is gone: the helper process below does the same
+        return self._agent_or(lambda a: a.daemon(list(args), timeout), lambda: self._daemon_helper(args, timeout))
+
+    def _daemon_helper(self, args: Sequence[str], timeout: float) -> dict:
         result = self.run([self.python, "-c", helper_source(), *args], timeout=timeout)
         if result.exit_status != 0:
             raise CommandError(result)
