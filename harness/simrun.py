@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.errors import InputError
-from harness.sim.cluster import CLOCKS, LINKS, STARTS, SimOptions, SimResult, Simulation
+from harness.sim.cluster import MODES, SimOptions, SimResult, Simulation, mode_error
 from harness.store import write_json, write_jsonl
 
 CHECK_TIME_LIMIT = 120.0
@@ -83,15 +83,13 @@ def options_from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) ->
             "min_isr": int(doc.get("min-isr", defaults.min_isr)),
             "unclean": bool(doc.get("unclean", defaults.unclean)),
         }
-    links = str(doc.get("links", "datagram"))  # runs stored before TCP-like links lost messages at partitions
-    if links not in LINKS:
-        raise InputError(f"schedule.json: unknown links {links!r} (one of {', '.join(LINKS)})")
-    start = str(doc.get("start", "boot" if workload == "register" else "ready"))  # older register runs: at boot
-    clocks = str(doc.get("clocks", "timers"))  # older runs: a clock fault moved the core's timers too
-    if clocks not in CLOCKS:
-        raise InputError(f"schedule.json: unknown clocks {clocks!r} (one of {', '.join(CLOCKS)})")
-    if start not in STARTS:
-        raise InputError(f"schedule.json: unknown start {start!r} (one of {', '.join(STARTS)})")
+    # runs stored before a field was written were simulated the older way: messages lost at partitions,
+    # register runs started at boot (queue runs always waited for a led topic), clock faults moved timers
+    before = {"links": "datagram", "start": "boot" if workload == "register" else "ready", "clocks": "timers"}
+    modes = {name: str(doc.get(name, before[name])) for name in MODES}
+    for name, value in modes.items():
+        if error := mode_error(name, value):
+            raise InputError(f"schedule.json: {error}")
     return SimOptions(
         seed=int(doc["seed"]),
         nodes=int(doc["nodes"]),
@@ -103,9 +101,7 @@ def options_from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) ->
         ops=list(doc["ops"]),
         workload=workload,
         fsync_delay_ms=int(doc.get("fsync-delay-ms", 0)),
-        links=links,
-        start=start,
-        clocks=clocks,
+        **modes,  # type: ignore[arg-type]
         **queue,
     )
 

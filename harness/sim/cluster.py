@@ -44,11 +44,17 @@ from nodes.runtime.lanes import connection_timeout_ms
 from workloads.queue import TOPIC, QueueGenerator
 from workloads.register import RegisterGenerator
 
-LINKS = ("tcp", "datagram")
-STARTS = ("ready", "boot")
-CLOCKS = ("wall", "timers")
+# how a run is simulated, by schedule.json field (and SimOptions attribute): the current way first
+MODES = {"links": ("tcp", "datagram"), "start": ("ready", "boot"), "clocks": ("wall", "timers")}
 READY_WITHIN_SECONDS = 120.0  # a fresh cluster that has not elected a leader known to all by then is broken
 RECOVERY_SECONDS = 10.0  # the simulator's pause between healing everything and the final reads
+
+
+def mode_error(name: str, value: str) -> str | None:
+    """Why `value` is no way to simulate `name` (one of MODES), or None if it is one."""
+    if value in MODES[name]:
+        return None
+    return f"unknown {name} {value!r} (one of {', '.join(MODES[name])})"
 
 
 @dataclass
@@ -144,12 +150,9 @@ class Simulation:
         self.opts = opts
         seed = opts.seed
         self.sched = Scheduler()
-        if opts.clocks not in CLOCKS:
-            raise ValueError(f"unknown clocks {opts.clocks!r} (one of {', '.join(CLOCKS)})")
-        if opts.start not in STARTS:
-            raise ValueError(f"unknown start {opts.start!r} (one of {', '.join(STARTS)})")
-        if opts.links not in LINKS:
-            raise ValueError(f"unknown links {opts.links!r} (one of {', '.join(LINKS)})")
+        for name in MODES:
+            if error := mode_error(name, getattr(opts, name)):
+                raise ValueError(error)
         self.net = Network(self.sched, random.Random(f"net-{seed}"), opts.latency_ms, tcp=opts.links == "tcp")
         self.invariants = Invariants(self)
         self.recorder = Recorder(lambda: self.sched.now, history_path)
