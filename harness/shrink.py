@@ -542,26 +542,25 @@ class Shrinker:
         self.shrink_from(first)
         self.progress(force=True)
         # the passes are greedy and every deletion disturbs the timing: other starts can end smaller
-        for other in [c for c in starts if c is not first][:restarts]:
-            if self.out_of_time():
-                break
-            self.log("shrinking another fresh start…")
-            self.shrink_from(other)
-            self.progress(force=True)
+        self._shrink_each([c for c in starts if c is not first][:restarts], "another fresh start")
         if not starts and not self.out_of_time():  # no short run fails this way, and time is left: longer ones
             self.log("no short fresh run failed the same way; looking for longer ones…")
             longer = [c for c in self.fresh_starts(share=0.3, tries=40, longer=True) if self.smaller(c, self.original)]
             self.log(f"  {len(longer)} longer fresh runs fail the same way")
-            for other in longer[:restarts]:
-                if self.out_of_time():
-                    break
-                self.log("shrinking a longer fresh start…")
-                self.shrink_from(other)
-                self.progress(force=True)
+            self._shrink_each(longer[:restarts], "a longer fresh start")
         self.current = self.best
         self.realised()
         self.progress(force=True)
         return self.best
+
+    def _shrink_each(self, starts: list[Checked], what: str) -> None:
+        """Shrink from each of `starts` while time is left; the smallest result of all stays the best."""
+        for start in starts:
+            if self.out_of_time():
+                break
+            self.log(f"shrinking {what}…")
+            self.shrink_from(start)
+            self.progress(force=True)
 
     def realised(self) -> None:
         """Keep only the operations the best run really issued (planned polls of unassigned partitions and
