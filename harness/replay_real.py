@@ -68,7 +68,6 @@ from harness.runner import generator as gen
 from harness.sim.cluster import RECOVERY_SECONDS
 
 SECOND = 1_000_000_000
-REAL_BACKENDS = ("docker", "netns", "local", "ssh")
 NEMESIS_PACKAGES = {
     "start-partition": "partition",
     "stop-partition": "partition",

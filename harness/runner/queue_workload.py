@@ -41,8 +41,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.db.protocol import ClusterNotReady
 from harness.runner import generator as gen
-from harness.runner.db import ClusterNotReady
 from harness.runner.interpreter import Completion
 from harness.runner.workload import Workload
 from nodes.kafka import protocol as kp

@@ -34,12 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from checkers.history import History
-from harness.backends.base import Backend, BackendError, Host
+from harness.backends import registry
+from harness.backends.base import Backend, Host
+from harness.db.nodes import NodeDB
+from harness.db.protocol import ClusterNotReady
 from harness.nemesis.partitions import KINDS
 from harness.nemesis.schedule import generate
 from harness.recorder import Recorder
 from harness.runner import generator as gen
-from harness.runner.db import ClusterNotReady, NodeDB
 from harness.runner.interpreter import Interpreter, close_loop, monotonic_clock
 from harness.runner.nemesis import RunnerNemesis, parallel
 from harness.runner.progress import Progress
@@ -56,34 +58,14 @@ OP_TIMEOUT = 2.0  # seconds before a client gives up on an operation (→ info)
 
 def make_backend(args: argparse.Namespace, log: Callable[[str], None]) -> Backend:
     """The backend `args.backend` names, ready to create hosts (BackendError if it cannot run here)."""
-    kind = args.backend
-    if kind == "docker":
-        from harness import image
-        from harness.backends.docker import DockerBackend
-
-        try:
-            built = image.build(log=log)
-        except image.ImageError as e:
-            raise BackendError(f"docker backend: {e}") from e
-        log(f"node image {built.tag} ({'built' if built.built else 'up to date'} in {built.seconds:.1f}s)")
-        return DockerBackend(image=built.tag)
-    if kind == "netns":
-        from harness.backends.netns import NetnsBackend
-
-        return NetnsBackend()
-    if kind == "local":
-        from harness.runner.local import LocalBackend
-
-        return LocalBackend()
-    if kind == "ssh":
-        from harness.runner.ssh import SshBackend, read_hosts
-
-        try:
-            targets = read_hosts(args.ssh_hosts)
-        except ValueError as e:
-            raise BackendError(f"--ssh-hosts: {e}") from e
-        return SshBackend(targets, user=args.ssh_user, key_filename=args.ssh_key, known_hosts=args.ssh_known_hosts)
-    raise BackendError(f"unknown real backend {kind!r}")
+    return registry.build(
+        args.backend,
+        log=log,
+        ssh_hosts=getattr(args, "ssh_hosts", None),
+        ssh_user=getattr(args, "ssh_user", "root"),
+        ssh_key=getattr(args, "ssh_key", None),
+        ssh_known_hosts=getattr(args, "ssh_known_hosts", None),
+    )
 
 
 def _host_record(backend: Backend, h: Host) -> dict[str, Any]:
@@ -178,7 +160,7 @@ def _assemble(args: argparse.Namespace, backend: Backend, hosts: list[Host]) -> 
     )
     partition = None
     if local and "partition" in args.nemeses:
-        from harness.runner.local import LocalPartitionNemesis
+        from harness.backends.local import LocalPartitionNemesis
 
         partition = LocalPartitionNemesis(hosts, backend.cluster_id)
     nemesis = RunnerNemesis(
@@ -192,7 +174,7 @@ def _assemble(args: argparse.Namespace, backend: Backend, hosts: list[Host]) -> 
         serving=db.wait_serving if getattr(args, "replay_schedule", None) is not None else None,
     )
     if local:
-        from harness.runner.local import LocalBackend
+        from harness.backends.local import LocalBackend
 
         db.env = lambda h: {**nemesis.clock_env(h), **LocalBackend.node_env(h)}
     else:

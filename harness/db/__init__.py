@@ -1,0 +1,1 @@
+"""Systems under test: the DB protocol (`harness.db.protocol`) and its adapters (`harness.db.nodes`: our nodes)."""
