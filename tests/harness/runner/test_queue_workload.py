@@ -10,8 +10,8 @@ from pathlib import Path
 
 from harness.backends.base import Host
 from harness.control.netns import NetnsTransport
+from harness.db.nodes import NodeDB
 from harness.runner import generator as gen
-from harness.runner.db import NodeDB
 from harness.runner.queue_workload import QueueWorkload, node_properties
 from harness.runner.workload import make_workload
 from workloads.queue import QueueGenerator
