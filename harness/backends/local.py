@@ -96,6 +96,7 @@ class LocalBackend(Backend):
     cut another); with `directory`, its nodes live in `directory/<node>` from 127.0.0.`first`."""
 
     kind = "local"
+    listen_any = False  # every node has its own 127.0.0.x address on the one loopback interface
 
     def __init__(
         self,
@@ -192,6 +193,10 @@ class LocalBackend(Backend):
     def node_env(host: Host) -> dict[str, str]:
         """Environment that makes a node's outgoing connections leave from its own address."""
         return {"KRAFTWERK_BIND_ADDRESS": host.address}
+
+    def partition_nemesis(self, hosts: list[Host]) -> LocalPartitionNemesis:
+        """Partitions between loopback addresses (root only)."""
+        return LocalPartitionNemesis(hosts, self.cluster_id)
 
 
 class LocalPartitionNemesis(PartitionNemesis):

@@ -143,14 +143,13 @@ def run_real(args: argparse.Namespace, run_dir: Path) -> tuple[dict[str, Any], H
 
 def _assemble(args: argparse.Namespace, backend: Backend, hosts: list[Host]) -> tuple[NodeDB, RunnerNemesis]:
     """The node daemons and the nemesis of these hosts, wired together (restarts get the clock env)."""
-    local = args.backend == "local"
     queue = args.workload == "queue"  # the nodes are brokers too (Kafka clients on the client listener)
     db = NodeDB(
         hosts,
         bugs=args.bug,
         seed=args.seed,
         ports=getattr(backend, "ports", None),
-        listen_any=not local,
+        listen_any=backend.listen_any,
         broker=queue,
         properties={
             **(node_properties(args) if queue else {}),
@@ -158,11 +157,7 @@ def _assemble(args: argparse.Namespace, backend: Backend, hosts: list[Host]) -> 
             **({"kraftwerk.fsync.delay.ms": str(args.fsync_delay)} if getattr(args, "fsync_delay", 0) else {}),
         },
     )
-    partition = None
-    if local and "partition" in args.nemeses:
-        from harness.backends.local import LocalPartitionNemesis
-
-        partition = LocalPartitionNemesis(hosts, backend.cluster_id)
+    partition = backend.partition_nemesis(hosts) if "partition" in args.nemeses else None
     nemesis = RunnerNemesis(
         hosts,
         db.spec,
@@ -173,12 +168,7 @@ def _assemble(args: argparse.Namespace, backend: Backend, hosts: list[Host]) -> 
         # a replay: a restart completes once the node answers, as a simulated restart serves at once
         serving=db.wait_serving if getattr(args, "replay_schedule", None) is not None else None,
     )
-    if local:
-        from harness.backends.local import LocalBackend
-
-        db.env = lambda h: {**nemesis.clock_env(h), **LocalBackend.node_env(h)}
-    else:
-        db.env = nemesis.clock_env
+    db.env = lambda h: {**nemesis.clock_env(h), **backend.node_env(h)}
     return db, nemesis
 
 
