@@ -31,6 +31,16 @@ def raft_of(node: Any) -> RaftNode:
     return getattr(node, "raft", node)
 
 
+class _Invariants(Invariants):
+    """The simulator's invariants, and the core's promise that appends are contiguous (the
+    simulated disk would take any)."""
+
+    def on_append(self, node: Any, records: Any) -> None:
+        end = len(node.disk.view) - len(records)  # the log end before this append
+        assert records[0].offset == end, (node.name, records[0].offset, end)
+        super().on_append(node, records)
+
+
 class TestHost:
     """What a SimNode needs from its simulation (``harness.sim.cluster.Simulation`` in a whole
     test): the scheduler, the network, its peers, the invariants, and where replies, events and
@@ -43,7 +53,7 @@ class TestHost:
         self.sched = Scheduler()
         self.net = Network(self.sched, random.Random(f"net-{seed}"), delay_ms, loss=loss, tcp=False)
         self.nodes: dict[int, SimNode] = {}
-        self.invariants = Invariants(self)
+        self.invariants = _Invariants(self)
         self.checker = EpochChecker(max_examples=20)
         self.events: list[dict[str, Any]] = []
         self.replies: dict[Any, tuple[int, Any]] = {}
