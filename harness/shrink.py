@@ -47,7 +47,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import random
 import re
 import sys
 import time
@@ -60,6 +59,7 @@ from checkers.errors import InputError
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_UNKNOWN, failing_key
 from harness.sim.cluster import SimOptions
 from harness.simrun import Checked, load_run, options_from_schedule, simulate, store_run
+from harness.streams import stream
 
 ROBUST_SEED_STEP = 7919  # --robust: the other timings' seeds are the run's seed plus multiples of this
 STOP_ENDS = {"stop-partition": "start-partition", "start": "kill", "resume": "pause", "reset-clock": "bump-clock"}
@@ -342,7 +342,7 @@ class Shrinker:
         produce to it, seldom fits in 6 s; other runs of the original's shape end in other places)."""
         opts = self.original.opts
         stop = time.monotonic() + share * max(0.0, self.deadline - time.monotonic())
-        rng = random.Random(f"start-{'longer' if longer else 'smaller'}-{opts.seed}")
+        rng = stream("start-longer" if longer else "start-smaller", opts.seed)
         few = self.fewest_nodes
         shapes = [(few, 2, 4.0, 1.0), (few, 3, 6.0, 1.5), (max(few, min(5, opts.nodes)), 3, 6.0, 1.5)]
         if longer:

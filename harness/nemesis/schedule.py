@@ -12,6 +12,7 @@ import random
 from typing import Any
 
 from harness.nemesis import partitions
+from harness.streams import stream
 
 SECOND = 1_000_000_000
 MS = 1_000_000
@@ -99,7 +100,7 @@ def generate(
 ) -> list[dict[str, Any]]:
     """The fault schedule for a run: events sorted by time ({"at": ns, "f", "value", "package"}).
     Partitions are drawn from `partition_kinds` (Jepsen's partition targets)."""
-    rng = random.Random(f"nemesis-{seed}")
+    rng = stream("nemesis", seed)
     end = int(time_limit_s * SECOND)
     events: list[dict[str, Any]] = []
     for package in packages:

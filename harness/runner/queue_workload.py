@@ -45,6 +45,7 @@ from harness.db.protocol import ClusterNotReady
 from harness.runner import generator as gen
 from harness.runner.interpreter import Completion
 from harness.runner.workload import Workload
+from harness.streams import stream
 from nodes.kafka import protocol as kp
 from nodes.kafka.errors import ErrorCode
 from nodes.kafka.records import build_batch, encode_batch, iter_batches
@@ -351,7 +352,7 @@ class QueueWorkload(Workload):
         self.replication_factor = replication_factor
         self.min_isr = min_isr
         self.unclean = unclean
-        self.ops = QueueGenerator(random.Random(f"workload-{seed}"), partitions)
+        self.ops = QueueGenerator(stream("workload", seed), partitions)
         self.consumers: dict[int, Consumer] = {}
         self.acked_max: dict[str, int] = {}
         self.partition_leaders: dict[str, str] = {}  # as the last metadata of `setup` listed them
@@ -404,7 +405,7 @@ class QueueWorkload(Workload):
         return keys(self.partitions)
 
     def client(self, thread: int, process: int) -> QueueClient:
-        return QueueClient(self, process, random.Random(f"client-{self.seed}-{thread}-{process}"))
+        return QueueClient(self, process, stream("client", self.seed, thread, process))
 
     async def setup(self, timeout: float) -> float:
         """Create the topic through any node, then wait until every partition has a leader and
@@ -414,7 +415,7 @@ class QueueWorkload(Workload):
         created = False
         last = "no answer"
         attempt = 0
-        client = QueueClient(self, -1, random.Random(f"setup-{self.seed}"))
+        client = QueueClient(self, -1, stream("setup", self.seed))
         try:
             while time.monotonic() - started < timeout:
                 node = names[attempt % len(names)]

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import random
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -48,6 +47,7 @@ from harness.runner.progress import Progress
 from harness.runner.queue_workload import node_properties
 from harness.runner.workload import make_workload
 from harness.store import write_json, write_jsonl
+from harness.streams import stream
 
 READY_TIMEOUT = 60.0  # seconds for the fresh cluster to elect a leader
 RECOVERY_TIMEOUT = 30.0  # seconds for the healed cluster to agree on a leader again
@@ -163,7 +163,7 @@ def _assemble(args: argparse.Namespace, backend: Backend, hosts: list[Host]) -> 
         db.spec,
         args.nemeses,
         leader=db.partition_leader if queue else db.leader,
-        rng=random.Random(f"nemesis-run-{args.seed}"),
+        rng=stream("nemesis-run", args.seed),
         partition=partition,
         # a replay: a restart completes once the node answers, as a simulated restart serves at once
         serving=db.wait_serving if getattr(args, "replay_schedule", None) is not None else None,
@@ -219,7 +219,7 @@ def _drive_on(
         nemesis.apply,
         Recorder(clock, run_dir / "history.jsonl"),
         clock,
-        rng=random.Random(f"interpreter-{args.seed}"),
+        rng=stream("interpreter", args.seed),
         listener=progress.on_event,
         log=progress.say,
     )

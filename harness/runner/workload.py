@@ -19,6 +19,7 @@ from typing import Any
 
 from harness.runner import generator as gen
 from harness.runner.interpreter import Client, Completion
+from harness.streams import stream
 from nodes.runtime.kvclient import KvClient
 from workloads.register import MODEL, RegisterGenerator
 
@@ -116,7 +117,7 @@ class RegisterWorkload(Workload):
         self.endpoints = dict(endpoints)
         self.seed = seed
         self.timeout = timeout
-        self.ops = RegisterGenerator(random.Random(f"workload-{seed}"), keys, ops_per_key)
+        self.ops = RegisterGenerator(stream("workload", seed), keys, ops_per_key)
 
     def _next(self, ctx: gen.Context) -> dict[str, Any]:
         op = self.ops.next()
@@ -139,7 +140,7 @@ class RegisterWorkload(Workload):
         return gen.any_of(*per_thread)
 
     def client(self, thread: int, process: int) -> Client:
-        rng = random.Random(f"client-{self.seed}-{thread}-{process}")
+        rng = stream("client", self.seed, thread, process)
         return RegisterClient(self.endpoints, rng, self.timeout)
 
 

@@ -15,6 +15,7 @@ import random
 from typing import Any
 
 from harness.sim.engine import MS
+from harness.streams import stream
 from workloads.register import RegisterGenerator, RegisterOp
 
 
@@ -33,7 +34,7 @@ class SimClient:
         self.done = False
         self.ops = 0
         self.plan: list[dict[str, Any]] | None = None
-        self.final_rng = random.Random(f"final-{sim.opts.seed}-{slot}")
+        self.final_rng = stream("final", sim.opts.seed, slot)
 
     # ----------------------------------------------------------------- choosing
     def _target(self) -> Any:

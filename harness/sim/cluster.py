@@ -29,6 +29,7 @@ from harness.sim.invariants import Invariants
 from harness.sim.network import Network
 from harness.sim.node import SimNode
 from harness.sim.queue_client import SimQueueClient
+from harness.streams import stream
 from nodes.broker import (
     BrokerConfig,
     BrokerNode,
@@ -153,7 +154,7 @@ class Simulation:
         for name in MODES:
             if error := mode_error(name, getattr(opts, name)):
                 raise ValueError(error)
-        self.net = Network(self.sched, random.Random(f"net-{seed}"), opts.latency_ms, tcp=opts.links == "tcp")
+        self.net = Network(self.sched, stream("net", seed), opts.latency_ms, tcp=opts.links == "tcp")
         self.invariants = Invariants(self)
         self.recorder = Recorder(lambda: self.sched.now, history_path)
         self.events: list[dict[str, Any]] = []
@@ -183,10 +184,10 @@ class Simulation:
         )
         self._connection_configs = (config, broker_config if opts.workload == "queue" else None)
         self._hold_ns: dict[type, int] = {}
-        node_rng = random.Random(f"nodes-{seed}")
+        node_rng = stream("nodes", seed)
         self.nodes: dict[int, SimNode] = {}
         for i in self.node_ids:
-            core_rng = random.Random(f"core-{seed}-{i}")
+            core_rng = stream("core", seed, i)
 
             def make(i: int = i, core_rng: random.Random = core_rng) -> Any:
                 if opts.workload == "queue":
@@ -205,24 +206,22 @@ class Simulation:
                 self,
                 i,
                 make,
-                random.Random(f"disk-{seed}-{i}-{node_rng.random()}"),
+                stream("disk", seed, i, node_rng.random()),
                 disk_latency_ms=(1.0 + opts.fsync_delay_ms, 10.0 + opts.fsync_delay_ms),
             )
-        client_rng = random.Random(f"clients-{seed}")
+        client_rng = stream("clients", seed)
         self.clients: list[Any]
         self.acked_max: dict[str, int] = {}
         if opts.workload == "queue":
-            self.queue_generator = QueueGenerator(random.Random(f"workload-{seed}"), opts.partitions)
+            self.queue_generator = QueueGenerator(stream("workload", seed), opts.partitions)
             self.clients = [
-                SimQueueClient(
-                    self, slot, random.Random(f"client-{seed}-{slot}-{client_rng.random()}"), self.queue_generator
-                )
+                SimQueueClient(self, slot, stream("client", seed, slot, client_rng.random()), self.queue_generator)
                 for slot in range(opts.concurrency)
             ]
         else:
-            self.generator = RegisterGenerator(random.Random(f"workload-{seed}"), opts.keys, opts.ops_per_key)
+            self.generator = RegisterGenerator(stream("workload", seed), opts.keys, opts.ops_per_key)
             self.clients = [
-                SimClient(self, slot, random.Random(f"client-{seed}-{slot}-{client_rng.random()}"), self.generator)
+                SimClient(self, slot, stream("client", seed, slot, client_rng.random()), self.generator)
                 for slot in range(opts.concurrency)
             ]
         if opts.ops is not None:
@@ -235,7 +234,7 @@ class Simulation:
                 c.plan = plans[c.slot]
         self._requests: dict[int, SimClient] = {}
         self._next_request = 0
-        self.nemesis_rng = random.Random(f"nemesis-run-{seed}")
+        self.nemesis_rng = stream("nemesis-run", seed)
         self.schedule = (
             opts.schedule
             if opts.schedule is not None

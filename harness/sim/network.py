@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.sim.engine import MS, SECOND, Scheduler
+from harness.streams import stream
 
 RTO_MIN = 200 * MS  # Linux's TCP_RTO_MIN: the first retransmission on a low-latency link
 RTO_MAX = 120 * SECOND  # Linux's TCP_RTO_MAX
@@ -92,7 +93,7 @@ class Network:
         link = (src, dst)
         rng = self._link_rng.get(link)
         if rng is None:
-            rng = self._link_rng[link] = random.Random(f"{self._seed}-{src}-{dst}")
+            rng = self._link_rng[link] = stream("link", self._seed, src, dst)
         if self.loss and partitionable and rng.random() < self.loss:
             self.dropped += 1
             return

@@ -20,6 +20,7 @@ import random
 from typing import Any
 
 from harness.sim.engine import MS
+from harness.streams import stream
 from nodes.broker import (
     FetchPartition,
     FetchRecordsRequest,
@@ -53,7 +54,7 @@ class SimQueueClient:
         self.name = f"c{slot}"  # its own network links, so its traffic never shifts another client's timing
         self.process = slot
         self.rng = rng
-        self.final_rng = random.Random(f"final-{sim.opts.seed}-{slot}")
+        self.final_rng = stream("final", sim.opts.seed, slot)
         self.generator = generator
         self.leaders: dict[str, int] = {}
         self.assigned: list[str] = []
