@@ -28,8 +28,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.explore import run_explore  # noqa: E402
-from harness.shrink import run_shrink  # noqa: E402
+from harness.commands.explore import run as run_explore  # noqa: E402
+from harness.commands.shrink import run as run_shrink  # noqa: E402
 
 QUORUM_BUGS = ["forget-vote", "restart-as-leader", "vote-ignores-log", "stale-read", "commit-old-epoch", "lazy-flush"]
 BROKER_BUGS = ["hw-from-leader", "no-truncate", "stale-leader-produce"]  # explored on the queue workload

@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.explore import run_explore  # noqa: E402
-from harness.replay import run_replay  # noqa: E402
-from harness.shrink import run_shrink  # noqa: E402
+from harness.commands.explore import run as run_explore  # noqa: E402
+from harness.commands.replay import run as run_replay  # noqa: E402
+from harness.commands.shrink import run as run_shrink  # noqa: E402
 
 BUGS = [
     "forget-vote",

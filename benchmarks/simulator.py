@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness.checks import check_run  # noqa: E402
 from harness.sim.cluster import SimOptions, Simulation  # noqa: E402
 from harness.sim.engine import MS, SECOND  # noqa: E402
-from harness.test_command import check_run  # noqa: E402
 
 BUGS = ["forget-vote", "restart-as-leader", "vote-ignores-log", "stale-read", "commit-old-epoch", "lazy-flush"]
 

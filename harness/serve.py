@@ -12,14 +12,12 @@ told otherwise.
 
 from __future__ import annotations
 
-import argparse
 import html
 import json
 import mimetypes
 import os
 import re
 import shutil
-import sys
 import threading
 import time
 import urllib.parse
@@ -28,18 +26,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from checkers.verdict import EXIT_BAD_INPUT, EXIT_VALID
-
 _STAMP = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})")
 _TEXT = {".json", ".jsonl", ".txt", ".log", ".edn", ".csv", ".md", ".toml", ".properties"}
 REPORT_MARKER = "kraftwerk-nightly"
 CACHE_SECONDS = 2.0
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("store", metavar="STORE_DIR", help="the run store to serve")
-    p.add_argument("--port", type=int, default=8080, metavar="P", help="TCP port (default 8080; 0 picks a free one)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
 
 
 # -- the store, read only ------------------------------------------------------------------------------
@@ -384,30 +374,3 @@ def make_server(store: str | os.PathLike[str], host: str = "127.0.0.1", port: in
     server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     return server
-
-
-def run_serve(args: argparse.Namespace) -> int:
-    if not 0 <= args.port <= 65535:
-        print(f"kraftwerk serve: --port must be 0..65535, got {args.port}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    try:
-        server = make_server(args.store, args.host, args.port)
-    except ValueError as e:
-        print(f"kraftwerk serve: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except OSError as e:
-        print(f"kraftwerk serve: cannot listen on {args.host}:{args.port}: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    host, port = server.server_address[:2]
-    print(
-        f"kraftwerk serve: http://{host}:{port}/ (store {Path(args.store).resolve()}; Ctrl-C stops)",
-        file=sys.stderr,
-        flush=True,
-    )
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return EXIT_VALID

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from checkers.errors import InputError
+from harness.checks import check_run
 from harness.sim.cluster import MODES, SimOptions, SimResult, Simulation, mode_error
+from harness.spec import TestSpec
 from harness.store import write_json, write_jsonl
 
 CHECK_TIME_LIMIT = 120.0
@@ -49,10 +51,30 @@ class Checked:
         return str(self.sim.stats["history-sha256"])
 
 
+def sim_options(spec: TestSpec, **knobs: Any) -> SimOptions:
+    """The simulator's options for `spec` (plus simulator-only knobs: schedule, ops, modes, …)."""
+    return SimOptions(
+        seed=spec.seed,
+        nodes=spec.nodes,
+        concurrency=spec.concurrency,
+        time_limit=spec.time_limit,
+        nemeses=list(spec.nemeses),
+        bugs=list(spec.bugs),
+        interval=spec.interval,
+        partition_kinds=spec.partition_kinds,
+        workload=spec.workload,
+        acks=spec.acks_value,
+        min_isr=spec.min_isr,
+        replication_factor=spec.replication_factor,
+        partitions=spec.partitions,
+        unclean=spec.unclean,
+        fsync_delay_ms=spec.fsync_delay,
+        **knobs,
+    )
+
+
 def simulate(opts: SimOptions, history_path: str | None = None, check_time_limit: float = CHECK_TIME_LIMIT) -> Checked:
     """Run the simulator and every checker its workload needs (linearizability or the queue checker)."""
-    from harness.test_command import check_run
-
     simulation = Simulation(opts, history_path=history_path)
     sim = simulation.run()
     history = sim.recorder.history(history_path or "history.jsonl")

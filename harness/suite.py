@@ -54,7 +54,8 @@ from pathlib import Path
 from typing import Any
 
 from checkers.pipeline.config import config_label
-from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
+from checkers.verdict import EXIT_INTERNAL, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
+from harness.spec import SpecError, TestSpec
 
 SUITE_KEYS = frozenset({"name", "description", "parallel", "timeout", "seeds", "store"})
 # Entry keys that are not `kraftwerk test` options.
@@ -68,18 +69,6 @@ STATUSES = ("passed", "failed", "unknown", "crashed", "skipped")
 
 class SuiteError(ValueError):
     """A suite file that cannot be run: exit 254 with the message."""
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("suite", metavar="SUITE.toml", help="the suite file")
-    p.add_argument("--junit", metavar="FILE", default=None, help="write a JUnit XML report (one testcase per run)")
-    p.add_argument(
-        "--parallel", type=int, default=None, metavar="N", help="runs at once (default: the suite's, else CPUs)"
-    )
-    p.add_argument(
-        "--store", default=None, metavar="DIR", help="where runs are stored (default: the suite's, else ./store)"
-    )
-    p.add_argument("--dry-run", action="store_true", help="list the runs the suite would start, and exit")
 
 
 # -- planning --------------------------------------------------------------------------------------
@@ -115,10 +104,10 @@ class Suite:
 
 
 def _test_parser() -> argparse.ArgumentParser:
-    from harness.cli import _Parser
-    from harness.test_command import add_arguments as add_test_arguments
+    from harness.commands.parser import Parser
+    from harness.commands.test import add_arguments as add_test_arguments
 
-    parser = _Parser(prog="kraftwerk test", add_help=False)
+    parser = Parser(prog="kraftwerk test", add_help=False)
     add_test_arguments(parser)
     return parser
 
@@ -303,13 +292,14 @@ def load_suite(path: str | os.PathLike[str]) -> Suite:
                 args = parser.parse_args(argv)
             except Exception as e:  # noqa: BLE001 - the parser's UsageError or argparse's own
                 raise SuiteError(f"{where}: {shlex.join(argv)}: {e}") from None
-            problem = _validate_test(args)
-            if problem:
-                raise SuiteError(f"{where}: {problem}")
-            config = config_label(_describe_test(args))
-            test_name = entry_name or _test_name(args.workload, args.backend, args.nemeses, opts, arg_defaults)
-            nemesis = ",".join(args.nemeses) or "none"
-            argv_norm = ["--workload", args.workload, "--backend", args.backend, "--nemesis", nemesis, *opts]
+            try:
+                spec = _test_spec(args)
+            except SpecError as e:
+                raise SuiteError(f"{where}: {e}") from None
+            config = config_label({k: v for k, v in spec.to_json().items() if k != "name"})
+            test_name = entry_name or _test_name(spec.workload, spec.backend, list(spec.nemeses), opts, arg_defaults)
+            nemesis = ",".join(spec.nemeses) or "none"
+            argv_norm = ["--workload", spec.workload, "--backend", spec.backend, "--nemesis", nemesis, *opts]
             for seed in seeds:
                 runs.append(
                     Planned(
@@ -328,17 +318,11 @@ def load_suite(path: str | os.PathLike[str]) -> Suite:
     return Suite(name=name, path=str(p), description=str(description), parallel=parallel, store=store, runs=runs)
 
 
-def _validate_test(args: argparse.Namespace) -> str | None:
-    from harness.test_command import _validate
+def _test_spec(args: argparse.Namespace) -> TestSpec:
+    """The TestSpec `kraftwerk test` would run for these options (SpecError, naming the option, if none)."""
+    from harness.commands.test import build_spec
 
-    return _validate(args)
-
-
-def _describe_test(args: argparse.Namespace) -> dict[str, Any]:
-    """The test.json `kraftwerk test` will write for these options (so labels agree with the pipeline)."""
-    from harness.test_command import describe_test
-
-    return describe_test(args, name="")
+    return build_spec(args)
 
 
 # -- running ---------------------------------------------------------------------------------------
@@ -691,95 +675,3 @@ def junit_xml(suite: Suite, outcomes: Sequence[Outcome], started: dt.datetime, s
 
 
 # -- the command -----------------------------------------------------------------------------------
-
-
-def run_suite(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
-    try:
-        suite = load_suite(args.suite)
-    except SuiteError as e:
-        print(f"kraftwerk suite: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if args.parallel is not None and args.parallel < 1:
-        print(f"kraftwerk suite: --parallel must be positive, got {args.parallel}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    parallel = args.parallel or suite.parallel or os.cpu_count() or 1
-    store = args.store or suite.store or "store"
-    if args.dry_run:
-        for p in suite.runs:
-            extra = f"  (expect {p.expect})" if p.expect != "valid" else ""
-            extra += f"  (skip: {p.skip})" if p.skip else ""
-            print(f"{p.reproduce}{extra}")
-        print(f"{len(suite.runs)} runs", file=sys.stderr)
-        return EXIT_VALID
-    try:
-        Path(store).mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        print(f"kraftwerk suite: cannot use --store {store}: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    err.print(f"kraftwerk suite {suite.name}: {len(suite.runs)} runs, {parallel} at a time, store {store}")
-    started = dt.datetime.now()
-    t0 = time.monotonic()
-    runner = Runner(suite.runs, store, parallel)
-    worker = threading.Thread(target=runner.run, name="suite-runner", daemon=True)
-    worker.start()
-    interrupted = False
-    try:
-        _watch(runner, err, suite.name)
-    except KeyboardInterrupt:
-        interrupted = True
-        err.print("[yellow]interrupted: killing running tests[/yellow]")
-        runner.interrupt()
-        runner.done.wait()
-    seconds = time.monotonic() - t0
-    for o in runner.outcomes:
-        if not o.finished:
-            o.status, o.message = "skipped", "suite interrupted"
-    out = Console(highlight=False, soft_wrap=False, width=max(160, Console().width))
-    for table in summary_tables(runner.outcomes):
-        out.print(table)
-    counts = _counts(runner.outcomes)
-    out.print(
-        f"{counts['passed']} passed, {counts['failed']} failed, {counts['unknown']} unknown, "
-        f"{counts['crashed']} crashed, {counts['skipped']} skipped in {seconds:.1f} s"
-    )
-    if args.junit:
-        try:
-            Path(args.junit).parent.mkdir(parents=True, exist_ok=True)
-            junit_xml(suite, runner.outcomes, started, seconds).write(
-                args.junit, encoding="utf-8", xml_declaration=True
-            )
-            err.print(f"JUnit report: {args.junit}")
-        except OSError as e:
-            print(f"kraftwerk suite: cannot write --junit {args.junit}: {e}", file=sys.stderr)
-            return EXIT_INTERNAL
-    if interrupted:
-        return 130
-    return exit_code_test_all(o.status for o in runner.outcomes)
-
-
-def _watch(runner: Runner, console: Any, title: str) -> None:
-    """Show progress until the runner is done: a live table on a terminal, one line per run otherwise."""
-    if console.is_terminal:
-        from rich.live import Live
-
-        with Live(live_table(runner.outcomes, title), console=console, refresh_per_second=4, transient=False) as live:
-            while not runner.done.wait(0.25):
-                live.update(live_table(runner.outcomes, title))
-            live.update(live_table(runner.outcomes, title))
-        return
-    reported: set[int] = set()
-    total = len(runner.outcomes)
-    while True:
-        finished = runner.done.wait(0.2)
-        for o in runner.outcomes:
-            if o.finished and o.planned.index not in reported:
-                reported.add(o.planned.index)
-                console.print(
-                    f"[{len(reported)}/{total}] {o.planned.config} seed {o.planned.seed}: "
-                    f"[{_STYLE[o.status]}]{o.status}[/] ({o.seconds:.1f}s) {o.message}"
-                )
-        if finished:
-            return

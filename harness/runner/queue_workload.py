@@ -32,20 +32,22 @@ tail looks like.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.db.protocol import ClusterNotReady
 from harness.runner import generator as gen
 from harness.runner.interpreter import Completion
 from harness.runner.workload import Workload
 from harness.streams import stream
+
+if TYPE_CHECKING:
+    from harness.spec import TestSpec
 from nodes.kafka import protocol as kp
 from nodes.kafka.errors import ErrorCode
 from nodes.kafka.records import build_batch, encode_batch, iter_batches
@@ -72,7 +74,7 @@ BROKER_PROPERTIES = {
 }
 
 
-def node_properties(options: argparse.Namespace) -> dict[str, str]:
+def node_properties(options: TestSpec) -> dict[str, str]:
     """The node.properties keys a queue run adds: the broker role's topic defaults and timings."""
     return {
         "min.insync.replicas": str(options.min_isr),
@@ -359,7 +361,7 @@ class QueueWorkload(Workload):
 
     @classmethod
     def from_options(
-        cls, endpoints: Mapping[str, tuple[str, int]], seed: int, options: argparse.Namespace, **kwargs: Any
+        cls, endpoints: Mapping[str, tuple[str, int]], seed: int, options: TestSpec, **kwargs: Any
     ) -> QueueWorkload:
         """The workload `kraftwerk test`'s queue options describe (--acks, --partitions, …)."""
         return cls(

@@ -24,20 +24,19 @@ node and time), in the simulator's shape.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from checkers.history import History
 from harness.backends import registry
 from harness.backends.base import Backend, Host
+from harness.checks import check_run
 from harness.db.nodes import NodeDB
 from harness.db.protocol import ClusterNotReady
-from harness.nemesis.partitions import KINDS
 from harness.nemesis.schedule import generate
 from harness.recorder import Recorder
 from harness.runner import generator as gen
@@ -45,26 +44,29 @@ from harness.runner.interpreter import Interpreter, close_loop, monotonic_clock
 from harness.runner.nemesis import RunnerNemesis, parallel
 from harness.runner.progress import Progress
 from harness.runner.queue_workload import node_properties
-from harness.runner.workload import make_workload
+from harness.runner.workloads import make_workload
+from harness.spec import TestSpec
 from harness.store import write_json, write_jsonl
 from harness.streams import stream
 
 READY_TIMEOUT = 60.0  # seconds for the fresh cluster to elect a leader
 RECOVERY_TIMEOUT = 30.0  # seconds for the healed cluster to agree on a leader again
 FINAL_SECONDS = 20.0  # seconds allowed for the final reads
+# `kraftwerk replay`: the main phase from a stored schedule, given (leader, partition leaders) of the fresh cluster
+ReplayMain = Callable[[str | None, Mapping[str, str]], gen.Generator]
 RATE = 100.0  # client operations per second, all threads together (Jepsen's stagger)
 OP_TIMEOUT = 2.0  # seconds before a client gives up on an operation (→ info)
 
 
-def make_backend(args: argparse.Namespace, log: Callable[[str], None]) -> Backend:
+def make_backend(args: TestSpec, log: Callable[[str], None]) -> Backend:
     """The backend `args.backend` names, ready to create hosts (BackendError if it cannot run here)."""
     return registry.build(
         args.backend,
         log=log,
-        ssh_hosts=getattr(args, "ssh_hosts", None),
-        ssh_user=getattr(args, "ssh_user", "root"),
-        ssh_key=getattr(args, "ssh_key", None),
-        ssh_known_hosts=getattr(args, "ssh_known_hosts", None),
+        ssh_hosts=args.ssh_hosts,
+        ssh_user=args.ssh_user,
+        ssh_key=args.ssh_key,
+        ssh_known_hosts=args.ssh_known_hosts,
     )
 
 
@@ -76,16 +78,17 @@ def _host_record(backend: Backend, h: Host) -> dict[str, Any]:
     return rec
 
 
-def run_real(args: argparse.Namespace, run_dir: Path) -> tuple[dict[str, Any], History]:
-    """Run the test `args` describes (validated by harness.test_command); returns (results, history).
+def run_real(
+    args: TestSpec, run_dir: Path, quiet: bool = False, replay: ReplayMain | None = None
+) -> tuple[dict[str, Any], History]:
+    """Run the test `args`; returns (results, history). `replay`: drive this main phase instead of the
+    seeded one (`kraftwerk replay`: a stored schedule, given the fresh cluster's leaders).
 
     Raises BackendError (the backend cannot run here) or ClusterNotReady; Ctrl-C/SIGTERM unwind
     through every `with`, so the cluster is healed, stopped and removed on every way out.
     """
-    from harness.test_command import check_run
-
     started = time.monotonic()
-    progress = Progress(args.quiet)
+    progress = Progress(quiet)
     backend = make_backend(args, progress.say)
     stats: dict[str, Any] = {"backend": args.backend, "seed": args.seed}
     with backend:
@@ -96,7 +99,7 @@ def run_real(args: argparse.Namespace, run_dir: Path) -> tuple[dict[str, Any], H
         records = [_host_record(backend, h) for h in hosts]
         write_json(run_dir / "cluster.json", {"backend": args.backend, "cluster": backend.cluster_id, "hosts": records})
         progress.say(f"{args.backend} cluster {backend.cluster_id}: {len(hosts)} hosts in {stats['hosts-seconds']}s")
-        db, nemesis = _assemble(args, backend, hosts)
+        db, nemesis = _assemble(args, backend, hosts, replay)
         progress.faults = nemesis.active
         workload = make_workload(args.workload, db.endpoints(), args.seed, timeout=OP_TIMEOUT, options=args)
         with contextlib.ExitStack() as stack:
@@ -108,7 +111,7 @@ def run_real(args: argparse.Namespace, run_dir: Path) -> tuple[dict[str, Any], H
             with db:
                 stats["start-seconds"] = round(time.monotonic() - t, 2)
                 try:
-                    interp = _drive(args, run_dir, db, nemesis, workload, progress, stats, creating)
+                    interp = _drive(args, run_dir, db, nemesis, workload, progress, stats, creating, replay)
                 except ClusterNotReady:
                     with contextlib.suppress(Exception):
                         db.collect(run_dir)
@@ -134,27 +137,29 @@ def run_real(args: argparse.Namespace, run_dir: Path) -> tuple[dict[str, Any], H
         workload.model,
         args.check_time_limit,
         partition_logs=db.partition_logs,  # queue: the brokers' committed partition batches
-        allow=getattr(args, "allow", ()),
+        allow=args.allow,
     )
     stats["check-seconds"] = round(time.monotonic() - t, 2)
     results["run"] = stats
     return results, history
 
 
-def _assemble(args: argparse.Namespace, backend: Backend, hosts: list[Host]) -> tuple[NodeDB, RunnerNemesis]:
+def _assemble(
+    args: TestSpec, backend: Backend, hosts: list[Host], replay: ReplayMain | None = None
+) -> tuple[NodeDB, RunnerNemesis]:
     """The node daemons and the nemesis of these hosts, wired together (restarts get the clock env)."""
     queue = args.workload == "queue"  # the nodes are brokers too (Kafka clients on the client listener)
     db = NodeDB(
         hosts,
-        bugs=args.bug,
+        bugs=list(args.bugs),
         seed=args.seed,
         ports=getattr(backend, "ports", None),
         listen_any=backend.listen_any,
         broker=queue,
         properties={
             **(node_properties(args) if queue else {}),
-            **({"kraftwerk.volatile.writes": "true"} if getattr(args, "lose_unsynced", False) else {}),
-            **({"kraftwerk.fsync.delay.ms": str(args.fsync_delay)} if getattr(args, "fsync_delay", 0) else {}),
+            **({"kraftwerk.volatile.writes": "true"} if args.lose_unsynced else {}),
+            **({"kraftwerk.fsync.delay.ms": str(args.fsync_delay)} if args.fsync_delay else {}),
         },
     )
     partition = backend.partition_nemesis(hosts) if "partition" in args.nemeses else None
@@ -166,14 +171,14 @@ def _assemble(args: argparse.Namespace, backend: Backend, hosts: list[Host]) -> 
         rng=stream("nemesis-run", args.seed),
         partition=partition,
         # a replay: a restart completes once the node answers, as a simulated restart serves at once
-        serving=db.wait_serving if getattr(args, "replay_schedule", None) is not None else None,
+        serving=db.wait_serving if replay is not None else None,
     )
     db.env = lambda h: {**nemesis.clock_env(h), **backend.node_env(h)}
     return db, nemesis
 
 
 def _drive(
-    args: argparse.Namespace,
+    args: TestSpec,
     run_dir: Path,
     db: NodeDB,
     nemesis: RunnerNemesis,
@@ -181,19 +186,20 @@ def _drive(
     progress: Progress,
     stats: dict[str, Any],
     creating: float,
+    replay: ReplayMain | None = None,
 ) -> Interpreter:
     """Wait for the cluster, then run every phase on one event loop; the interpreter that did it."""
     loop = asyncio.Runner()
     try:
         with progress:
-            return _drive_on(loop, args, run_dir, db, nemesis, workload, progress, stats, creating)
+            return _drive_on(loop, args, run_dir, db, nemesis, workload, progress, stats, creating, replay)
     finally:
         close_loop(loop, log=progress.say)
 
 
 def _drive_on(
     loop: asyncio.Runner,
-    args: argparse.Namespace,
+    args: TestSpec,
     run_dir: Path,
     db: NodeDB,
     nemesis: RunnerNemesis,
@@ -201,6 +207,7 @@ def _drive_on(
     progress: Progress,
     stats: dict[str, Any],
     creating: float,
+    replay: ReplayMain | None = None,
 ) -> Interpreter:
     leader, ready = loop.run(db.wait_ready(READY_TIMEOUT))
     stats["election-seconds"] = round(ready, 2)
@@ -224,7 +231,7 @@ def _drive_on(
         log=progress.say,
     )
     try:
-        _phases(loop, interp, workload, nemesis, db, args, progress, stats, leader)
+        _phases(loop, interp, workload, nemesis, db, args, progress, stats, leader, replay)
     finally:
         interp.recorder.close()
     loop.run(interp.close())
@@ -232,7 +239,7 @@ def _drive_on(
 
 
 def _write_run(
-    args: argparse.Namespace,
+    args: TestSpec,
     run_dir: Path,
     interp: Interpreter,
     events: list[dict[str, Any]],
@@ -254,7 +261,7 @@ def _write_run(
             "nodes": args.nodes,
             "concurrency": args.concurrency,
             "time-limit": args.time_limit,
-            "bugs": sorted(set(args.bug)),
+            "bugs": list(args.bugs),
             "nemesis": [e for e in realised if e.get("package")],
             "heal": [e for e in realised if not e.get("package")],
             "ops": sorted(interp.ops[: stats.pop("main-ops")], key=lambda o: o["at"]),
@@ -270,19 +277,20 @@ def _phases(
     workload: Any,
     nemesis: RunnerNemesis,
     db: NodeDB,
-    args: argparse.Namespace,
+    args: TestSpec,
     progress: Progress,
     stats: dict[str, Any],
     leader: str | None = None,
+    replay: ReplayMain | None = None,
 ) -> None:
     """Main phase, heal, recovery, final reads (all recorded in the history)."""
     limit = args.time_limit
-    replay = getattr(args, "replay_schedule", None)  # `kraftwerk replay`: a stored schedule (harness.replay_real)
     if replay is not None:
         main = replay(leader, dict(getattr(workload, "partition_leaders", {})))
     else:
-        kinds = getattr(args, "partition_kinds_parsed", None) or KINDS
-        schedule = generate(args.seed, [h.name for h in db.hosts], args.nemeses, limit, args.interval, kinds)
+        schedule = generate(
+            args.seed, [h.name for h in db.hosts], list(args.nemeses), limit, args.interval, args.partition_kinds
+        )
         main = gen.any_of(
             gen.clients(gen.time_limit(limit, gen.stagger(1.0 / RATE, workload.generator()))),
             gen.nemesis(gen.time_limit(limit, gen.schedule(schedule))),
@@ -315,7 +323,7 @@ def _phases(
             recovered = False
             progress.say(f"warning: not recovered: {e}")
     # `kraftwerk replay` of a simulator run: its final reads came a fixed time after the heal; so do ours
-    settle = t + float(getattr(args, "settle", 0.0) or 0.0) - time.monotonic()
+    settle = t + args.settle - time.monotonic()
     if recovered and settle > 0:
         progress.say(f"waiting {settle:.1f}s more before the final reads, as the replayed run did")
         loop.run(asyncio.sleep(settle))

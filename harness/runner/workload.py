@@ -11,7 +11,6 @@ The register workload is here; the queue workload (Kafka clients) is in
 
 from __future__ import annotations
 
-import argparse
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -142,24 +141,3 @@ class RegisterWorkload(Workload):
     def client(self, thread: int, process: int) -> Client:
         rng = stream("client", self.seed, thread, process)
         return RegisterClient(self.endpoints, rng, self.timeout)
-
-
-def make_workload(
-    name: str,
-    endpoints: Mapping[str, tuple[str, int]],
-    seed: int,
-    *,
-    options: argparse.Namespace | None = None,
-    **kwargs: Any,
-) -> Workload:
-    """The workload called `name` for these client endpoints ({node: (host, port)}); `options`
-    (`kraftwerk test`'s arguments) carry the queue workload's --acks, --partitions, …"""
-    if name == "register":
-        return RegisterWorkload(endpoints, seed, **kwargs)
-    if name == "queue":
-        from harness.runner.queue_workload import QueueWorkload
-
-        if options is None:
-            return QueueWorkload(endpoints, seed, **kwargs)
-        return QueueWorkload.from_options(endpoints, seed, options, **kwargs)
-    raise ValueError(f"workload {name!r} is not available on real clusters (available: register, queue)")

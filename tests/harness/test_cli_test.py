@@ -95,26 +95,28 @@ def test_restricted_options_are_recorded_and_in_the_reproduce_command() -> None:
     """Options that change what a real run does travel with it: test.json and the reproduce line
     carry --partition-kinds, --lose-unsynced and --fsync-delay only when they are not the default."""
     from harness.cli import build_parser
-    from harness.test_command import _validate, describe_test, reproduce_command
+    from harness.commands.test import describe, problem, reproduce_command
+    from harness.spec import TestSpec
 
     def parsed(*extra: str) -> Any:
         args = build_parser().parse_args(["test", "--backend", "netns", "--seed", "3", *extra])
-        assert _validate(args) in (
+        assert problem(args) in (
             None,
             "--backend netns needs root (network namespaces); use --backend docker or local",
         )
-        return args
+        return TestSpec.from_args(args)
 
     plain = parsed()
-    assert not {"partition-kinds", "lose-unsynced", "fsync-delay-ms"} & set(describe_test(plain, "t"))
+    assert not {"partition-kinds", "lose-unsynced", "fsync-delay-ms"} & set(describe(plain))
     line = reproduce_command(plain)
     assert "--partition-kinds" not in line and "--lose-unsynced" not in line and "--fsync-delay" not in line
 
-    args = parsed("--partition-kinds", "leader", "--lose-unsynced", "--fsync-delay", "250")
-    test = describe_test(args, "t")
+    spec = parsed("--partition-kinds", "leader", "--lose-unsynced", "--fsync-delay", "250")
+    test = describe(spec)
     assert (test["partition-kinds"], test["lose-unsynced"], test["fsync-delay-ms"]) == (["leader"], True, 250)
-    again = build_parser().parse_args(shlex.split(reproduce_command(args))[1:])
+    again = build_parser().parse_args(shlex.split(reproduce_command(spec))[1:])
     assert (again.partition_kinds, again.lose_unsynced, again.fsync_delay) == ("leader", True, 250)
+    assert TestSpec.from_args(again) == spec and TestSpec.from_json(test) == spec
 
 
 def test_fsync_delay_slows_the_simulated_disk_and_replays_identically(tmp_path: Path) -> None:

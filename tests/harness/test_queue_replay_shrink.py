@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from checkers.verdict import failing_key
-from harness.explore import run_explore
-from harness.replay import run_replay
-from harness.shrink import build, run_shrink
+from harness.commands.explore import run as run_explore
+from harness.commands.replay import run as run_replay
+from harness.commands.shrink import run as run_shrink
+from harness.shrink import build
 from harness.sim.cluster import SimOptions
 from harness.simrun import options_from_schedule, simulate
 

@@ -73,7 +73,7 @@ def test_loopback_partition_isolates_the_leader(tmp_path: Path) -> None:
 
 def test_local_partition_needs_root_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.cli import build_parser
-    from harness.test_command import _validate
+    from harness.commands.test import problem as _validate
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     args = build_parser().parse_args(["test", "--backend", "local", "--store", str(tmp_path)])

@@ -41,7 +41,7 @@ def test_register_chaos_on_netns_is_valid_and_leaves_nothing(
 
 def test_netns_needs_root_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.cli import build_parser
-    from harness.test_command import _validate
+    from harness.commands.test import problem as _validate
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     args = build_parser().parse_args(["test", "--backend", "netns", "--store", str(tmp_path)])

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from checkers.errors import InputError
+from harness.commands.replay import replay_spec
 from harness.recorder import Recorder
-from harness.replay_real import Plan, _namespace, first_partition_leaders, load_plan, renaming, replay_generator
+from harness.replay_real import Plan, first_partition_leaders, load_plan, renaming, replay_generator
 from harness.runner.interpreter import Applied, Interpreter, monotonic_clock
 from harness.runner.queue_workload import QueueClient, QueueWorkload
 from nodes.kafka import protocol as kp
@@ -185,13 +186,19 @@ def test_sim_queue_plan_keeps_times_ops_without_nodes_and_the_topic_options(tmp_
     }
     target, mapped = plan.target()
     assert target == {"lost-write", "committed-divergence", "hw-regression"} and mapped  # no linearizability check
-    ns = _namespace(plan, replay_args(), lambda leader: replay_generator(plan))
-    assert (ns.workload, ns.acks, ns.partitions, ns.replication_factor, ns.min_isr) == ("queue", "all", 2, 3, 3)
-    assert ns.unclean is False and ns.allow == [] and ns.bug == ["hw-from-leader"]
-    assert ns.lose_unsynced is True  # the simulator's crashes lose unsynced writes: so do the replay's kills
+    spec = replay_spec(plan, replay_args(), "docker")
+    assert (spec.workload, spec.acks, spec.partitions, spec.replication_factor, spec.min_isr) == (
+        "queue",
+        "all",
+        2,
+        3,
+        3,
+    )
+    assert spec.unclean is False and spec.allow == () and spec.bugs == ("hw-from-leader",)
+    assert spec.lose_unsynced is True  # the simulator's crashes lose unsynced writes: so do the replay's kills
     keep = replay_args()
     keep.keep_unsynced = True
-    assert _namespace(plan, keep, lambda leader: replay_generator(plan)).lose_unsynced is False
+    assert replay_spec(plan, keep, "docker").lose_unsynced is False
 
 
 def test_real_queue_plan_takes_the_options_from_test_json(tmp_path: Path) -> None:

@@ -67,7 +67,7 @@ def test_healthy_needs_every_node_following_the_leader_of_the_newest_epoch() -> 
 
 def test_real_backend_options_are_validated(tmp_path: Path) -> None:
     from harness.cli import build_parser
-    from harness.test_command import _validate
+    from harness.commands.test import problem as _validate
 
     def problem(*argv: str) -> str | None:
         return _validate(build_parser().parse_args(["test", "--store", str(tmp_path), *argv]))

@@ -13,7 +13,7 @@ from harness.control.netns import NetnsTransport
 from harness.db.nodes import NodeDB
 from harness.runner import generator as gen
 from harness.runner.queue_workload import QueueWorkload, node_properties
-from harness.runner.workload import make_workload
+from harness.runner.workloads import make_workload
 from workloads.queue import QueueGenerator
 
 ENDPOINTS = {f"n{i}": (f"10.1.0.{i}", 9092) for i in range(1, 4)}

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from harness.checks import check_run
 from harness.sim.cluster import SimOptions, Simulation
-from harness.test_command import check_run
 
 
 def run(seed: int, time_limit: float = 20.0, **kw: Any) -> dict[str, Any]:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.checks import check_run
 from harness.sim.cluster import SimOptions, Simulation
-from harness.test_command import check_run
 
 ALL = ["partition", "kill", "pause", "clock"]
 

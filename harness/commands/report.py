@@ -8,6 +8,11 @@ from pathlib import Path
 
 from checkers.verdict import EXIT_BAD_INPUT
 
+HELP = "(re)build a run's report.html: verdict, checkers, latency and rate plots, timelines"
+DESCRIPTION = "Build RUN_DIR/report.html, latency.png, rate.png and timelines/ from the run's files."
+EPILOG = "Exit code: 0 written, 254 not a run directory, 255 internal error."
+
+
 RUN_FILES = ("test.json", "history.jsonl", "results.json")
 
 
@@ -15,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (store/<test>/<time>/, or store/latest)")
 
 
-def run_report(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Write RUN_DIR/report.html and print its path; 254 when RUN_DIR is not a run directory."""
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():

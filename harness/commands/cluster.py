@@ -27,7 +27,12 @@ from harness import cluster_remote as remote
 from harness.argtypes import positive_float, positive_int
 from harness.backends import registry
 
-__all__ = ["add_arguments", "run_cluster"]
+HELP = "start, fault and stop a cluster left running (kafka-python and friends can use it)"
+DESCRIPTION = "Manage a cluster that stays up between commands: up, kill, start, down."
+EPILOG = "Exit code: 0 done, 254 bad options or input, 255 the cluster failed."
+
+
+__all__ = ["add_arguments", "run"]
 
 BACKENDS = registry.CLUSTER
 
@@ -132,7 +137,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_cluster(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run one ``kraftwerk cluster`` action; returns the exit code."""
     action = getattr(args, "cluster_command", None)
     if action is None:

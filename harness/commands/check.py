@@ -18,6 +18,63 @@ from typing import Any
 
 from checkers.errors import InputError
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, compose, exit_code, worst_exit
+from harness.argtypes import positive_float, positive_int
+
+CHECK_MODELS = ("auto", "cas-register", "register", "kv-append", "mutex", "multi-register", "queue", "epochs")
+HELP = "check recorded histories (JSONL, Jepsen EDN, Jepsen logs) or run directories"
+DESCRIPTION = (
+    "Check histories for linearizability (register, cas-register, kv-append, mutex, "
+    "multi-register), Kafka queue anomalies (queue) or leader-per-epoch safety (epochs). "
+    "Prints one JSON line per FILE on stdout and a human summary on stderr."
+)
+EPILOG = "Exit code: the worst verdict over all files (1 invalid > 2 unknown > 0 valid); 254 bad input."
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", metavar="FILE", help="history files, events files or run directories")
+    p.add_argument(
+        "--model",
+        default="auto",
+        choices=CHECK_MODELS,
+        help="what to check against (default: auto — inferred from the operations or the file)",
+    )
+    p.add_argument(
+        "--format",
+        default="auto",
+        choices=("auto", "jsonl", "edn", "jepsen-log"),
+        help="history format (default: auto — from the file name and contents)",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=positive_float,
+        default=None,
+        metavar="S",
+        help="give up on a file after S seconds with valid=unknown (default: no limit)",
+    )
+    p.add_argument(
+        "--memory-limit",
+        type=positive_int,
+        default=None,
+        metavar="MB",
+        help="give up with valid=unknown when the checker's memory passes MB (default: 2048)",
+    )
+    p.add_argument(
+        "--initial",
+        default=None,
+        metavar="JSON",
+        help='initial register value as JSON (default: null; e.g. 0 or \'{"x": 0, "y": 0}\')',
+    )
+    p.add_argument("--html", metavar="FILE", help="write an HTML timeline of the failing (or first) key")
+    p.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="ANOMALY",
+        help="queue model: an anomaly type that does not make the verdict invalid (repeatable)",
+    )
+    p.add_argument("-j", "--jobs", type=positive_int, default=None, help="check files in N processes")
+    p.add_argument("-q", "--quiet", action="store_true", help="no human summary on stderr")
+
 
 _INFER = {
     "cas": "cas-register",
@@ -196,7 +253,7 @@ def _plan_jobs(args: argparse.Namespace) -> tuple[int, int]:
     return 1, cpus
 
 
-def run_check(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     global _ARGS
     _ARGS = args
     if args.initial is not None:

@@ -9,23 +9,29 @@ linearizability verdict, timeline.html.
 from __future__ import annotations
 
 import argparse
-import random
 import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from checkers.verdict import EXIT_BAD_INPUT, compose, exit_code
+from checkers.verdict import EXIT_BAD_INPUT, exit_code
 from harness.argtypes import non_negative_int
 from harness.backends import registry
-from harness.nemesis.partitions import KINDS
+from harness.spec import BACKENDS, WORKLOADS, SpecError, TestSpec
 from harness.store import new_run, write_json, write_jsonl
 
-BACKENDS = registry.NAMES
-REAL_WORKLOADS = ("register", "queue")
-WORKLOADS = ("register", "queue")
-AVAILABLE_WORKLOADS = ("register", "queue")
+HELP = "run a chaos test: start a cluster, inject faults, record a history, check it"
+DESCRIPTION = (
+    "Run one chaos test. Nodes run on the chosen backend while clients run the workload and "
+    "the nemesis injects faults; then everything is healed, recovered and read back, and the "
+    "history is checked. The run is stored under --store (test.json, history.jsonl, "
+    "events.jsonl, logs/, schedule.json, results.json)."
+)
+if TYPE_CHECKING:
+    from harness.runner.run import ReplayMain
+
+EPILOG = "Exit code: 0 valid, 1 invalid, 2 unknown, 254 bad arguments, 255 internal error."
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -95,233 +101,117 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="print only the final line")
 
 
-def _validate(args: argparse.Namespace) -> str | None:
-    from harness.db.nodes import BUGS
-    from harness.nemesis.schedule import parse_nemeses, parse_partition_kinds
+def build_spec(args: argparse.Namespace) -> TestSpec:
+    """The TestSpec `kraftwerk test ARGS` runs; SpecError (exit 254) naming the first bad option,
+    including faults this machine cannot inject (checked last, for real backends only)."""
+    spec = TestSpec.from_args(args)
+    problem = runnable_problem(spec)
+    if problem:
+        raise SpecError(problem)
+    return spec
 
-    if args.backend not in registry.NAMES:
-        return f"--backend {args.backend}: unknown (known: {', '.join(registry.NAMES)})"
-    if args.workload not in AVAILABLE_WORKLOADS:
-        return f"--workload {args.workload} is not available yet (available: {', '.join(AVAILABLE_WORKLOADS)})"
-    if args.backend != "sim" and args.workload not in REAL_WORKLOADS:
-        return f"--workload {args.workload} is not available yet on --backend {args.backend} (use --backend sim)"
-    if not 1 <= args.nodes <= 15:
-        return f"--nodes must be between 1 and 15, got {args.nodes}"
-    if not 1 <= args.concurrency <= 1000:
-        return f"--concurrency must be between 1 and 1000, got {args.concurrency}"
-    if not 0 < args.time_limit <= 86400:
-        return f"--time-limit must be a positive number of seconds, got {args.time_limit}"
-    if args.interval <= 0:
-        return f"--interval must be positive, got {args.interval}"
-    if args.workload == "queue":
-        if not 1 <= args.replication_factor <= args.nodes:
-            return f"--replication-factor must be between 1 and --nodes ({args.nodes}), got {args.replication_factor}"
-        if not 1 <= args.min_isr <= args.replication_factor:
-            return f"--min-isr must be between 1 and --replication-factor, got {args.min_isr}"
-        if not 1 <= args.partitions <= 100:
-            return f"--partitions must be between 1 and 100, got {args.partitions}"
-        from checkers.queue import ANOMALY_TYPES
 
-        bad = sorted(set(args.allow) - set(ANOMALY_TYPES))
-        if bad:
-            return f"--allow {', '.join(bad)}: not a queue anomaly ({', '.join(ANOMALY_TYPES)})"
-    unknown = sorted(set(args.bug) - BUGS)
-    if unknown:
-        return f"--bug {', '.join(unknown)}: unknown (known: {', '.join(sorted(BUGS))})"
+def problem(args: argparse.Namespace) -> str | None:
+    """Why `kraftwerk test` refuses these options (exit 254), or None."""
     try:
-        args.nemeses = parse_nemeses(args.nemesis)
-    except ValueError as e:
-        return f"--nemesis: {e}"
-    try:
-        args.partition_kinds_parsed = parse_partition_kinds(getattr(args, "partition_kinds", "all"))
-    except ValueError as e:
-        return f"--partition-kinds: {e}"
-    return _validate_real(args) if args.backend != "sim" else None
+        build_spec(args)
+    except SpecError as e:
+        return str(e)
+    return None
 
 
-def _validate_real(args: argparse.Namespace) -> str | None:
-    """Options that only real backends have, and faults this machine cannot inject."""
-    return registry.why_not(args.backend, nemeses=args.nemeses, ssh_hosts=args.ssh_hosts, nodes=args.nodes)
+def runnable_problem(spec: TestSpec) -> str | None:
+    """Why this machine cannot run `spec` (its backend, or faults it cannot inject), or None."""
+    if spec.backend == "sim":
+        return None
+    return registry.why_not(spec.backend, nemeses=spec.nemeses, ssh_hosts=spec.ssh_hosts, nodes=spec.nodes)
 
 
-def check_run(
-    history: Any,
-    events: list[dict[str, Any]],
-    logs: dict[str, list[dict[str, Any]]],
-    invariants: dict[str, Any] | None,
-    model: str,
-    time_limit: float,
-    partition_logs: dict[str, dict[str, list[dict[str, Any]]]] | None = None,
-    allow: list[str] | tuple[str, ...] = (),
-) -> dict[str, Any]:
-    """Every checker a run needs, composed (false beats unknown beats true).
-
-    `model` "queue" checks the Kafka queue anomalies (and partition logs across replicas);
-    any other model is a linearizability model.
-    """
-    from checkers.epochs import check_events, check_partition_logs
-    from checkers.stats import stats
-
-    parts: dict[str, dict[str, Any]] = {}
-    if model == "queue":
-        from checkers.queue import check_queue
-
-        parts["queue"] = check_queue(history, allow=allow)
-    else:
-        from checkers.linearizable import check
-
-        parts["linearizable"] = check(history, model, time_limit=time_limit)
-    parts["epochs"] = check_events(events, logs) if events else {"valid": "unknown", "error": "no events"}
-    if partition_logs:
-        parts["partition-logs"] = check_partition_logs(partition_logs)
-    if invariants is not None:
-        parts["invariants"] = invariants
-    result = compose(parts)
-    result["stats"] = stats(history)
-    return result
-
-
-def restricted_partition_kinds(args: argparse.Namespace) -> tuple[str, ...]:
-    """The --partition-kinds a test chose, or () when it allows every kind (the default)."""
-    kinds = getattr(args, "partition_kinds_parsed", None) or KINDS
-    return () if set(kinds) == set(KINDS) else tuple(kinds)
-
-
-def reproduce_command(args: argparse.Namespace) -> str:
+def reproduce_command(spec: TestSpec) -> str:
     """The command line that runs this exact test again (same seed, same options)."""
     parts = [
         "kraftwerk",
         "test",
         "--workload",
-        args.workload,
+        spec.workload,
         "--backend",
-        args.backend,
+        spec.backend,
         "--nemesis",
-        ",".join(args.nemeses) or "none",
+        ",".join(spec.nemeses) or "none",
         "--nodes",
-        str(args.nodes),
+        str(spec.nodes),
         "--concurrency",
-        str(args.concurrency),
+        str(spec.concurrency),
         "--time-limit",
-        f"{args.time_limit:g}",
+        f"{spec.time_limit:g}",
         "--interval",
-        f"{args.interval:g}",
+        f"{spec.interval:g}",
         "--seed",
-        str(args.seed),
+        str(spec.seed),
     ]
-    kinds = restricted_partition_kinds(args)
+    kinds = spec.restricted_partition_kinds
     if kinds:
         parts += ["--partition-kinds", ",".join(kinds)]
-    if args.workload == "queue":
+    if spec.workload == "queue":
         parts += [
             "--acks",
-            args.acks,
+            spec.acks,
             "--min-isr",
-            str(args.min_isr),
+            str(spec.min_isr),
             "--replication-factor",
-            str(args.replication_factor),
+            str(spec.replication_factor),
             "--partitions",
-            str(args.partitions),
+            str(spec.partitions),
         ]
-        if args.unclean:
+        if spec.unclean:
             parts.append("--unclean")
-        for anomaly in args.allow:
+        for anomaly in spec.allow:
             parts += ["--allow", anomaly]
-    for bug in sorted(set(args.bug)):
+    for bug in spec.bugs:
         parts += ["--bug", bug]
-    if getattr(args, "lose_unsynced", False):
+    if spec.lose_unsynced:
         parts.append("--lose-unsynced")
-    if getattr(args, "fsync_delay", 0):
-        parts += ["--fsync-delay", str(args.fsync_delay)]
-    if args.backend == "ssh":
-        parts += ["--ssh-hosts", args.ssh_hosts, "--ssh-user", args.ssh_user]
-        parts += ["--ssh-key", args.ssh_key] if args.ssh_key else []
-        parts += ["--ssh-known-hosts", args.ssh_known_hosts] if args.ssh_known_hosts else []
+    if spec.fsync_delay:
+        parts += ["--fsync-delay", str(spec.fsync_delay)]
+    if spec.backend == "ssh":
+        parts += ["--ssh-hosts", str(spec.ssh_hosts), "--ssh-user", spec.ssh_user]
+        parts += ["--ssh-key", spec.ssh_key] if spec.ssh_key else []
+        parts += ["--ssh-known-hosts", spec.ssh_known_hosts] if spec.ssh_known_hosts else []
     return shlex.join(parts)
 
 
-def describe_test(args: argparse.Namespace, name: str) -> dict[str, Any]:
-    """What test.json records for these (validated) options: every option and the seed."""
-    kinds = restricted_partition_kinds(args)
-    return {
-        "name": name,
-        "workload": args.workload,
-        "backend": args.backend,
-        "nemesis": args.nemeses,
-        "nodes": args.nodes,
-        "concurrency": args.concurrency,
-        "time-limit": args.time_limit,
-        "interval": args.interval,
-        **({"partition-kinds": list(kinds)} if kinds else {}),
-        "seed": args.seed,
-        "bugs": sorted(set(args.bug)),
-        **({"lose-unsynced": True} if getattr(args, "lose_unsynced", False) else {}),
-        **({"fsync-delay-ms": args.fsync_delay} if getattr(args, "fsync_delay", 0) else {}),
-        **(
-            {
-                "acks": args.acks,
-                "min-isr": args.min_isr,
-                "replication-factor": args.replication_factor,
-                "partitions": args.partitions,
-                "unclean": args.unclean,
-                "allow": args.allow,
-            }
-            if args.workload == "queue"
-            else {}
-        ),
-        **(
-            {"ssh-hosts": args.ssh_hosts, "ssh-user": args.ssh_user, "ssh-key": args.ssh_key}
-            if args.backend == "ssh"
-            else {}
-        ),
-        "argv": sys.argv,
-        "start-time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
+def describe(spec: TestSpec, **extra: Any) -> dict[str, Any]:
+    """What test.json records: the spec (every option and the seed), the command line and the start time."""
+    return {**spec.to_json(), "argv": sys.argv, "start-time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **extra}
 
 
-def run_test(args: argparse.Namespace) -> int:
-    problem = _validate(args)
-    if problem:
-        print(f"kraftwerk test: {problem}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if args.seed is None:
-        args.seed = random.SystemRandom().randrange(2**31)
-    name = args.name or f"{args.workload}-{args.backend}"
+def run(args: argparse.Namespace) -> int:
+    """`kraftwerk test`: build the TestSpec, run it on its backend, store and check it."""
     try:
-        run_dir = new_run(args.store, name)
+        spec = build_spec(args)
+    except SpecError as e:
+        print(f"kraftwerk test: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        run_dir = new_run(args.store, spec.name)
     except (OSError, ValueError) as e:
         print(f"kraftwerk test: cannot create a run under --store {args.store}: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     say = (lambda *_: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
-    replay = reproduce_command(args)
-    test = describe_test(args, name)
-    write_json(run_dir / "test.json", test)
+    replay = reproduce_command(spec)
+    write_json(run_dir / "test.json", describe(spec))
     say(
-        f"kraftwerk test {name}: seed {args.seed}, {args.nodes} nodes, {args.concurrency} clients, "
-        f"nemesis {','.join(args.nemeses) or 'none'}{', bugs ' + ','.join(test['bugs']) if test['bugs'] else ''}"
+        f"kraftwerk test {spec.name}: seed {spec.seed}, {spec.nodes} nodes, {spec.concurrency} clients, "
+        f"nemesis {','.join(spec.nemeses) or 'none'}{', bugs ' + ','.join(spec.bugs) if spec.bugs else ''}"
     )
     say(f"run directory {run_dir}")
-    if args.backend != "sim":
-        return _run_real(args, run_dir, replay)
-    from harness.sim.cluster import SimOptions, Simulation
+    if spec.backend != "sim":
+        return run_real_test(spec, run_dir, replay, quiet=args.quiet)
+    from harness.checks import check_run
+    from harness.sim.cluster import Simulation
+    from harness.simrun import sim_options
 
-    opts = SimOptions(
-        seed=args.seed,
-        nodes=args.nodes,
-        concurrency=args.concurrency,
-        time_limit=args.time_limit,
-        nemeses=args.nemeses,
-        bugs=sorted(set(args.bug)),
-        interval=args.interval,
-        partition_kinds=args.partition_kinds_parsed,
-        workload=args.workload,
-        acks={"all": -1, "1": 1, "0": 0}[args.acks],
-        min_isr=args.min_isr,
-        replication_factor=args.replication_factor,
-        partitions=args.partitions,
-        unclean=args.unclean,
-        fsync_delay_ms=args.fsync_delay,
-    )
+    opts = sim_options(spec)
     sim = Simulation(opts, history_path=str(run_dir / "history.jsonl"))
     result = sim.run()
     say(
@@ -342,16 +232,16 @@ def run_test(args: argparse.Namespace) -> int:
     write_json(run_dir / "schedule.json", result.schedule_document(opts))
     say("checking…")
     history = result.recorder.history(str(run_dir / "history.jsonl"))
-    model = "queue" if args.workload == "queue" else "cas-register"
+    model = "queue" if spec.workload == "queue" else "cas-register"
     results = check_run(
         history,
         result.events,
         result.logs,
         result.invariants,
         model,
-        args.check_time_limit,
+        spec.check_time_limit,
         partition_logs=sim.partition_dumps,
-        allow=args.allow,
+        allow=spec.allow,
     )
     results["run"] = {**result.stats, "run-dir": str(run_dir), "reproduce": replay}
     if results.get("linearizable", {}).get("valid") is False:
@@ -365,15 +255,18 @@ def run_test(args: argparse.Namespace) -> int:
     return exit_code(results["valid"])
 
 
-def _run_real(args: argparse.Namespace, run_dir: Path, replay: str) -> int:
-    """A run on docker/netns/local/ssh (harness.runner): the same store layout, report and exit code."""
+def run_real_test(
+    spec: TestSpec, run_dir: Path, replay: str, quiet: bool = False, main: ReplayMain | None = None
+) -> int:
+    """A run on docker/netns/local/ssh (harness.runner): the same store layout, report and exit code.
+    `main`: `kraftwerk replay`'s stored schedule instead of the seeded one (harness.runner.run)."""
     from checkers.verdict import EXIT_INTERNAL
     from harness.backends.base import BackendError
     from harness.db.protocol import ClusterNotReady
     from harness.runner.run import run_real
 
     try:
-        results, history = run_real(args, run_dir)
+        results, history = run_real(spec, run_dir, quiet=quiet, replay=main)
     except (BackendError, ClusterNotReady) as e:
         print(f"kraftwerk test: {e}", file=sys.stderr)
         return EXIT_INTERNAL

@@ -8,48 +8,48 @@ seed) in the deterministic simulator; the first invalid run is stored like a
 from __future__ import annotations
 
 import argparse
-import random
 import shlex
 import sys
 import time
+from dataclasses import replace
 
 from checkers.verdict import EXIT_BAD_INPUT
 from harness.argtypes import non_negative_int
-from harness.nemesis.schedule import parse_nemeses
 from harness.shrink import parse_budget
-from harness.sim.cluster import SimOptions, queue_options
-from harness.simrun import simulate, store_run
+from harness.simrun import sim_options, simulate, store_run
+from harness.spec import SpecError, TestSpec
 from harness.store import new_run
 
+HELP = "search simulated schedules until one fails; print its seed and the replay/shrink commands"
+DESCRIPTION = "Run fresh seeded schedules in the simulator until one is invalid or the budget runs out."
+EPILOG = "Exit code: 1 an invalid run was found (its directory is printed); 0 none within the budget."
 
-def run_explore(args: argparse.Namespace) -> int:
-    from harness.db.nodes import unknown_bugs
 
+def run(args: argparse.Namespace) -> int:
+    """Simulate the test of these options from seed after seed until one is invalid."""
     try:
         budget = parse_budget(args.budget)
-        nemeses = parse_nemeses(args.nemesis)
-    except ValueError as e:
+        spec = TestSpec.from_options(
+            workload=args.workload,
+            backend="sim",
+            nemesis=args.nemesis,
+            nodes=args.nodes,
+            concurrency=args.concurrency,
+            time_limit=args.time_limit,
+            seed=args.seed,
+            bug=args.bug,
+            fsync_delay=getattr(args, "fsync_delay", 0),
+            name=f"explore-{args.workload}",
+        )
+    except (ValueError, SpecError) as e:
         print(f"kraftwerk explore: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    unknown = unknown_bugs(args.bug)
-    if unknown:
-        print(f"kraftwerk explore: --bug {', '.join(unknown)}: unknown", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     deadline = time.monotonic() + budget
     attempt = 0
     while time.monotonic() < deadline:
         attempt += 1
-        opts = SimOptions(
-            seed=seed,
-            nodes=args.nodes,
-            concurrency=args.concurrency,
-            time_limit=args.time_limit,
-            nemeses=nemeses,
-            bugs=sorted(set(args.bug)),
-            workload=args.workload,
-            fsync_delay_ms=getattr(args, "fsync_delay", 0),
-        )
+        seed = spec.seed
+        opts = sim_options(spec)
         checked = simulate(opts)
         label = {True: "valid", False: "INVALID"}.get(checked.valid, "unknown")  # type: ignore[call-overload]
         hidden = checked.valid is False and getattr(args, "observable", False) and not checked.observable
@@ -57,26 +57,8 @@ def run_explore(args: argparse.Namespace) -> int:
             label += f" (only simulator invariants: {', '.join(sorted(checked.anomalies))}; going on)"
         print(f"attempt {attempt}: seed {seed}: {label}", file=sys.stderr, flush=True)
         if checked.valid is False and not hidden:
-            name = f"explore-{args.workload}"
-            run_dir = new_run(args.store, name)
-            test = {
-                "name": name,
-                "workload": args.workload,
-                "backend": "sim",
-                "nemesis": nemeses,
-                "nodes": args.nodes,
-                "concurrency": args.concurrency,
-                "time-limit": args.time_limit,
-                "interval": opts.interval,
-                "seed": seed,
-                "bugs": opts.bugs,
-                "argv": sys.argv,
-                "explore-attempts": attempt,
-            }
-            if opts.fsync_delay_ms:
-                test["fsync-delay-ms"] = opts.fsync_delay_ms  # real replays use the same slow disk
-            if args.workload == "queue":
-                test.update(queue_options(opts))
+            run_dir = new_run(args.store, spec.name)
+            test = {**spec.to_json(), "argv": sys.argv, "explore-attempts": attempt}
             store_run(run_dir, checked, test)
             anomalies = ", ".join(sorted(checked.anomalies))
             print(
@@ -87,7 +69,7 @@ def run_explore(args: argparse.Namespace) -> int:
             print(f"shrink: kraftwerk shrink {shlex.quote(str(run_dir))}", file=sys.stderr)
             print(str(run_dir))
             return 1
-        seed = (seed + 1) % 2**31
+        spec = replace(spec, seed=(seed + 1) % 2**31)
     print(f"no invalid run in {attempt} attempt(s) within the budget", file=sys.stderr)
     return 0
 

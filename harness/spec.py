@@ -1,0 +1,320 @@
+"""`TestSpec`: one test as an immutable value — every option, validated, and its random streams.
+
+Commands build TestSpecs (from their options, a stored `test.json` or a suite entry) and pass
+them down; nothing below the command line reads argparse objects. Building one validates it
+without side effects: a bad option raises `SpecError` naming it (exit 254). `to_json` is
+`test.json` (the keys DESIGN.md "Store" names; options that do not apply to the workload or
+backend are left out), `from_json` reads it back. `spec.rng(name, …)` is the named random
+stream of the test's seed (harness.streams).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from harness.backends import registry
+from harness.nemesis.partitions import KINDS
+from harness.nemesis.schedule import PACKAGES, parse_nemeses, parse_partition_kinds
+from harness.streams import stream
+
+BACKENDS = registry.NAMES
+WORKLOADS = ("register", "queue")
+REAL_WORKLOADS = ("register", "queue")
+ACKS = {"all": -1, "1": 1, "0": 0}  # --acks → the producer's acks
+
+
+class SpecError(ValueError):
+    """A test option that cannot be run: exit 254 with the message (which names the option)."""
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    """Every option of one test. Options that do not apply (queue options of a register test, ssh
+    options off the ssh backend) take their defaults, so two specs of the same test are equal."""
+
+    __test__ = False  # not a pytest test class
+
+    workload: str = "register"
+    backend: str = "sim"
+    nemeses: tuple[str, ...] = PACKAGES
+    partition_kinds: tuple[str, ...] = KINDS
+    nodes: int = 5
+    concurrency: int = 10
+    time_limit: float = 60.0  # seconds of faults and load
+    interval: float = 5.0  # mean seconds between faults
+    seed: int = 0
+    bugs: tuple[str, ...] = ()
+    lose_unsynced: bool = False
+    fsync_delay: int = 0  # ms before each fsync
+    check_time_limit: float = 300.0
+    # queue workload
+    acks: str = "all"
+    min_isr: int = 2
+    replication_factor: int = 3
+    partitions: int = 3
+    unclean: bool = False
+    allow: tuple[str, ...] = ()
+    # ssh backend
+    ssh_hosts: str | None = None
+    ssh_user: str = "root"
+    ssh_key: str | None = None
+    ssh_known_hosts: str | None = None
+    name: str = ""  # in the store; "" → WORKLOAD-BACKEND
+    settle: float = 0.0  # replays of simulator runs: seconds from the heal to the final reads
+
+    def __post_init__(self) -> None:
+        problem = self.problem()
+        if problem:
+            raise SpecError(problem)
+        put = object.__setattr__  # construction of a frozen value: normalise what equal tests spell differently
+        put(self, "nemeses", tuple(self.nemeses))
+        put(self, "partition_kinds", tuple(self.partition_kinds))
+        put(self, "bugs", tuple(sorted(set(self.bugs))))
+        put(self, "allow", tuple(self.allow))
+        put(self, "time_limit", float(self.time_limit))
+        put(self, "interval", float(self.interval))
+        put(self, "check_time_limit", float(self.check_time_limit))
+        put(self, "settle", float(self.settle))
+        put(self, "name", self.name or f"{self.workload}-{self.backend}")
+        default = TestSpec.__dataclass_fields__
+        if self.workload != "queue":
+            for f in ("acks", "min_isr", "replication_factor", "partitions", "unclean", "allow"):
+                put(self, f, default[f].default)
+        if self.backend != "ssh":
+            for f in ("ssh_hosts", "ssh_user", "ssh_key", "ssh_known_hosts"):
+                put(self, f, default[f].default)
+
+    def problem(self) -> str | None:
+        """What is wrong with these options (naming the option), or None. Reads only, changes nothing."""
+        from checkers.queue import ANOMALY_TYPES
+        from harness.db.nodes import BUGS
+
+        if self.backend not in BACKENDS:
+            return f"--backend {self.backend}: unknown (known: {', '.join(BACKENDS)})"
+        if self.workload not in WORKLOADS:
+            return f"--workload {self.workload} is not available yet (available: {', '.join(WORKLOADS)})"
+        if self.backend != "sim" and self.workload not in REAL_WORKLOADS:
+            return f"--workload {self.workload} is not available yet on --backend {self.backend} (use --backend sim)"
+        if not 1 <= self.nodes <= 15:
+            return f"--nodes must be between 1 and 15, got {self.nodes}"
+        if not 1 <= self.concurrency <= 1000:
+            return f"--concurrency must be between 1 and 1000, got {self.concurrency}"
+        if not 0 < self.time_limit <= 86400:
+            return f"--time-limit must be a positive number of seconds, got {self.time_limit}"
+        if not self.interval > 0:
+            return f"--interval must be positive, got {self.interval}"
+        if self.workload == "queue":
+            if self.acks not in ACKS:
+                return f"--acks must be one of {', '.join(ACKS)}, got {self.acks!r}"
+            if not 1 <= self.replication_factor <= self.nodes:
+                return (
+                    f"--replication-factor must be between 1 and --nodes ({self.nodes}), got {self.replication_factor}"
+                )
+            if not 1 <= self.min_isr <= self.replication_factor:
+                return f"--min-isr must be between 1 and --replication-factor, got {self.min_isr}"
+            if not 1 <= self.partitions <= 100:
+                return f"--partitions must be between 1 and 100, got {self.partitions}"
+            bad = sorted(set(self.allow) - set(ANOMALY_TYPES))
+            if bad:
+                return f"--allow {', '.join(bad)}: not a queue anomaly ({', '.join(ANOMALY_TYPES)})"
+        unknown = sorted(set(self.bugs) - BUGS)
+        if unknown:
+            return f"--bug {', '.join(unknown)}: unknown (known: {', '.join(sorted(BUGS))})"
+        bad = [n for n in self.nemeses if n not in PACKAGES]
+        if bad:
+            return f"--nemesis: unknown {', '.join(bad)} (known: {', '.join(PACKAGES)})"
+        bad = [k for k in self.partition_kinds if k not in KINDS]
+        if bad or not self.partition_kinds:
+            return f"--partition-kinds: unknown {', '.join(bad) or '(none)'} (known: {', '.join(KINDS)})"
+        if not self.check_time_limit > 0:
+            return f"--check-time-limit must be positive, got {self.check_time_limit}"
+        if self.fsync_delay < 0:
+            return f"--fsync-delay must be 0 or more, got {self.fsync_delay}"
+        if not self.settle >= 0:
+            return f"settle must be 0 or more seconds, got {self.settle}"
+        if self.backend == "ssh" and not self.ssh_hosts:
+            return "--backend ssh needs --ssh-hosts FILE"
+        if self.backend not in ("sim", "ssh") and self.ssh_hosts:
+            return "--ssh-hosts is only for --backend ssh"
+        return None
+
+    # -- building ----------------------------------------------------------------------------
+
+    @classmethod
+    def from_options(
+        cls, *, nemesis: str = "partition,kill,pause,clock", partition_kinds: str = "all", **options: Any
+    ) -> TestSpec:
+        """A spec from `kraftwerk test`'s option values (`nemesis` and `partition_kinds` as typed,
+        `bug` as a list); SpecError naming the first bad option, in the order the command checks them."""
+        known = {f.name for f in fields(cls)}
+        if "bug" in options:
+            options["bugs"] = options.pop("bug")
+        unknown = sorted(set(options) - known - {"nemeses"})
+        if unknown:
+            raise TypeError(f"TestSpec has no option(s) {', '.join(unknown)}")
+        try:
+            nemeses = parse_nemeses(nemesis)
+        except ValueError as e:
+            nemeses, bad_nemesis = [], f"--nemesis: {e}"
+        else:
+            bad_nemesis = None
+        try:
+            kinds = parse_partition_kinds(partition_kinds)
+        except ValueError as e:
+            kinds, bad_kinds = KINDS, f"--partition-kinds: {e}"
+        else:
+            bad_kinds = None
+        if options.get("seed") is None:  # a fresh seed (printed by the command, stored in test.json)
+            options["seed"] = random.SystemRandom().randrange(2**31)
+        spec = cls(**{**options, "nemeses": tuple(nemeses), "partition_kinds": tuple(kinds)})
+        if bad_nemesis or bad_kinds:  # the options checked before them are fine
+            raise SpecError(bad_nemesis or bad_kinds)
+        return spec
+
+    @classmethod
+    def from_args(cls, args: Any, **overrides: Any) -> TestSpec:
+        """A spec from a parsed `kraftwerk test` command line (an argparse namespace), plus overrides."""
+        names = {f.name for f in fields(cls)} | {"nemesis", "partition_kinds", "bug"}
+        options = {k: v for k, v in vars(args).items() if k in names and k not in ("nemeses", "partition_kinds")}
+        options["partition_kinds"] = getattr(args, "partition_kinds", "all")
+        options["name"] = options.get("name") or ""
+        return cls.from_options(**{**options, **overrides})
+
+    # -- using -------------------------------------------------------------------------------
+
+    def rng(self, name: str, *parts: object) -> random.Random:
+        """The test's random stream `name` (harness.streams.STREAMS), optionally per part."""
+        return stream(name, self.seed, *parts)
+
+    @property
+    def acks_value(self) -> int:
+        """--acks as the producer sends it (-1 for all)."""
+        return ACKS[self.acks]
+
+    @property
+    def restricted_partition_kinds(self) -> tuple[str, ...]:
+        """The partition kinds when the test chose some (or another order), () for the default."""
+        return () if self.partition_kinds == KINDS else self.partition_kinds
+
+    # -- test.json ---------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        """test.json's options (the command adds `argv`, `start-time` and what it ran)."""
+        kinds = self.restricted_partition_kinds
+        return {
+            "name": self.name,
+            "workload": self.workload,
+            "backend": self.backend,
+            "nemesis": list(self.nemeses),
+            "nodes": self.nodes,
+            "concurrency": self.concurrency,
+            "time-limit": self.time_limit,
+            "interval": self.interval,
+            **({"partition-kinds": list(kinds)} if kinds else {}),
+            "seed": self.seed,
+            "bugs": list(self.bugs),
+            **({"lose-unsynced": True} if self.lose_unsynced else {}),
+            **({"fsync-delay-ms": self.fsync_delay} if self.fsync_delay else {}),
+            **(
+                {
+                    "acks": self.acks,
+                    "min-isr": self.min_isr,
+                    "replication-factor": self.replication_factor,
+                    "partitions": self.partitions,
+                    "unclean": self.unclean,
+                    "allow": list(self.allow),
+                }
+                if self.workload == "queue"
+                else {}
+            ),
+            **(
+                {
+                    "ssh-hosts": self.ssh_hosts,
+                    "ssh-user": self.ssh_user,
+                    "ssh-key": self.ssh_key,
+                    **({"ssh-known-hosts": self.ssh_known_hosts} if self.ssh_known_hosts else {}),
+                }
+                if self.backend == "ssh"
+                else {}
+            ),
+            "check-time-limit": self.check_time_limit,
+            **({"settle-seconds": self.settle} if self.settle else {}),
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> TestSpec:
+        """The spec a test.json describes; SpecError naming the key if it is not one.
+
+        Keys a run adds (argv, start-time, replay, …) are ignored; missing options take their
+        defaults (older runs); `acks` may be the producer's number (-1, 1, 0) as explore wrote it.
+        """
+        if not isinstance(doc, Mapping):
+            raise SpecError("test.json: not a JSON object")
+        d = cls.__dataclass_fields__
+        out: dict[str, Any] = {}
+
+        def take(key: str, attr: str, convert: Any) -> None:
+            if key in doc and doc[key] is not None:
+                try:
+                    out[attr] = convert(doc[key])
+                except (TypeError, ValueError):
+                    raise SpecError(f"test.json: {key} {doc[key]!r} is not a valid value") from None
+
+        take("name", "name", str)
+        take("workload", "workload", str)
+        take("backend", "backend", str)
+        take("nemesis", "nemeses", _names)
+        take("partition-kinds", "partition_kinds", _names)
+        take("nodes", "nodes", _int)
+        take("concurrency", "concurrency", _int)
+        take("time-limit", "time_limit", float)
+        take("interval", "interval", float)
+        take("seed", "seed", _int)
+        take("bugs", "bugs", _names)
+        take("lose-unsynced", "lose_unsynced", _bool)
+        take("fsync-delay-ms", "fsync_delay", _int)
+        take("check-time-limit", "check_time_limit", float)
+        take("acks", "acks", _acks)
+        take("min-isr", "min_isr", _int)
+        take("replication-factor", "replication_factor", _int)
+        take("partitions", "partitions", _int)
+        take("unclean", "unclean", _bool)
+        take("allow", "allow", _names)
+        take("ssh-hosts", "ssh_hosts", str)
+        take("ssh-user", "ssh_user", str)
+        take("ssh-key", "ssh_key", str)
+        take("ssh-known-hosts", "ssh_known_hosts", str)
+        take("settle-seconds", "settle", float)
+        if "replication_factor" not in out and out.get("workload") == "queue":
+            out["replication_factor"] = min(d["replication_factor"].default, out.get("nodes", d["nodes"].default))
+        try:
+            return cls(**out)
+        except SpecError as e:
+            raise SpecError(f"test.json: {e}") from None
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(value)
+    return value
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(value)
+    return value
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise TypeError(value)
+    return tuple(value)
+
+
+def _acks(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return {v: k for k, v in ACKS.items()}.get(value, str(value))
+    return str(value)
