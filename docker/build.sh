@@ -4,4 +4,4 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 py=${PYTHON:-"$root/.venv/bin/python"}
 [ -x "$py" ] || py=python3
-cd "$root" && exec "$py" -m harness.image build "$@"
+cd "$root" && exec "$py" -m harness.commands.image build "$@"

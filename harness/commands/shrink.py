@@ -13,6 +13,7 @@ from checkers.errors import InputError
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_UNKNOWN
 from harness.shrink import REGRESSION_TEST, Shrinker, parse_budget, parse_robust
 from harness.simrun import load_run, options_from_schedule, simulate, store_run
+from harness.spec import TestSpec
 
 HELP = "shrink a failing run to a minimal fault schedule (and write a regression test)"
 DESCRIPTION = (
@@ -29,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
         budget = parse_budget(args.budget)
         robust_min, robust = parse_robust(getattr(args, "robust", 1))
         test, schedule = load_run(run_dir)
+        spec = TestSpec.from_json(test)
         opts = options_from_schedule(schedule)
     except (InputError, ValueError) as e:
         print(f"kraftwerk shrink: {e}", file=sys.stderr)
@@ -78,14 +80,18 @@ def run(args: argparse.Namespace) -> int:
 
         shutil.rmtree(out)
     out.mkdir()
+    minimal = replace(
+        spec,
+        name=f"{spec.name}-minimal",
+        nodes=best.opts.nodes,
+        concurrency=best.opts.concurrency,
+        time_limit=best.opts.time_limit,
+        nemeses=tuple(best.opts.nemeses),
+    )
     meta = {
         **test,
-        "name": f"{test.get('name', 'run')}-minimal",
+        **minimal.to_json(),
         "minimal-of": str(run_dir),
-        "nodes": best.opts.nodes,
-        "concurrency": best.opts.concurrency,
-        "time-limit": best.opts.time_limit,
-        "nemesis": best.opts.nemeses,
         "shrink": {
             "before": dict(zip(("fault-events", "operations", "nodes", "clients"), before)),
             "after": dict(zip(("fault-events", "operations", "nodes", "clients"), after)),

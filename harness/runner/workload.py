@@ -27,7 +27,7 @@ class Workload(ABC):
     """What the clients do on a real cluster."""
 
     name: str
-    model: str  # checker model for harness.test_command.check_run ("cas-register", "queue", …)
+    model: str  # checker model for harness.checks.check_run ("cas-register", "queue", …)
 
     @abstractmethod
     def generator(self) -> gen.Generator:
