@@ -64,8 +64,8 @@ from checkers.verdict import (
     EXIT_VALID,
     failing_key,
 )
-from harness.runner import generator as gen
 from harness.sim.cluster import RECOVERY_SECONDS
+from workloads import generator as gen
 
 SECOND = 1_000_000_000
 REAL_BACKENDS = ("docker", "netns", "local", "ssh")

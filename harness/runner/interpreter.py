@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from harness.recorder import Recorder
-from harness.runner.generator import NEMESIS, PENDING, Context, Generator
+from workloads.generator import NEMESIS, PENDING, Context, Generator
 
 POLL_S = 0.02  # how often a pending generator is asked again
 GUARD_S = 5.0  # a client call that outlives its own timeout by this much is abandoned as info

@@ -41,7 +41,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.runner import generator as gen
 from harness.runner.db import ClusterNotReady
 from harness.runner.interpreter import Completion
 from harness.runner.workload import Workload
@@ -49,6 +48,7 @@ from nodes.kafka import protocol as kp
 from nodes.kafka.errors import ErrorCode
 from nodes.kafka.records import build_batch, encode_batch, iter_batches
 from nodes.runtime.client import BackoffError, ClientConfig, ClientConnection, ConnectError, NetworkError
+from workloads import generator as gen
 from workloads.queue import ACKS, TOPIC, QueueGenerator, keys, produce_outcome
 
 PRODUCE_VERSION = 8

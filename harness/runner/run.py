@@ -38,7 +38,6 @@ from harness.backends.base import Backend, BackendError, Host
 from harness.nemesis.partitions import KINDS
 from harness.nemesis.schedule import generate
 from harness.recorder import Recorder
-from harness.runner import generator as gen
 from harness.runner.db import ClusterNotReady, NodeDB
 from harness.runner.interpreter import Interpreter, close_loop, monotonic_clock
 from harness.runner.nemesis import RunnerNemesis, parallel
@@ -46,6 +45,7 @@ from harness.runner.progress import Progress
 from harness.runner.queue_workload import node_properties
 from harness.runner.workload import make_workload
 from harness.store import write_json, write_jsonl
+from workloads import generator as gen
 
 READY_TIMEOUT = 60.0  # seconds for the fresh cluster to elect a leader
 RECOVERY_TIMEOUT = 30.0  # seconds for the healed cluster to agree on a leader again

@@ -17,9 +17,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.runner import generator as gen
 from harness.runner.interpreter import Client, Completion
 from nodes.runtime.kvclient import KvClient
+from workloads import generator as gen
 from workloads.register import MODEL, RegisterGenerator
 
 

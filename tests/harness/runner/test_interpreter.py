@@ -13,8 +13,8 @@ import pytest
 
 from checkers.history import read_jsonl
 from harness.recorder import Recorder
-from harness.runner import generator as gen
 from harness.runner.interpreter import Applied, Completion, Interpreter, monotonic_clock
+from workloads import generator as gen
 
 
 class FakeClient:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from harness.backends.base import Host
 from harness.control.netns import NetnsTransport
-from harness.runner import generator as gen
 from harness.runner.db import NodeDB
 from harness.runner.queue_workload import QueueWorkload, node_properties
 from harness.runner.workload import make_workload
+from workloads import generator as gen
 from workloads.queue import QueueGenerator
 
 ENDPOINTS = {f"n{i}": (f"10.1.0.{i}", 9092) for i in range(1, 4)}

@@ -4,8 +4,8 @@ A generator answers `op(ctx)` with None (exhausted), `(PENDING, successor)` (not
 ask again after time passes or an operation completes) or `(op, successor)` where `op` is a
 dict with `process` and `time` (nanoseconds since the test started; a time in the future
 means "not before then"). `update(ctx, event)` returns the generator that has seen an
-invocation or completion. Generators never sleep or do I/O: the interpreter
-(`harness.runner.interpreter`) drives them in real time.
+invocation or completion. Generators never sleep or do I/O: an interpreter drives them, in
+real time on real clusters and in virtual time in the simulator.
 
 Plain values lift to generators: a dict is one operation, a list runs its items in order,
 a callable `f(ctx) -> op | None` is asked for an operation each time.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from harness.runner import generator as gen
-from harness.runner.generator import NEMESIS, PENDING, SECOND, Context
+from workloads import generator as gen
+from workloads.generator import NEMESIS, PENDING, SECOND, Context
 
 
 def ctx(time: int = 0, threads: int = 3, free: set | None = None, nemesis: bool = True, seed: int = 0) -> Context:
