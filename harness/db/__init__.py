@@ -1,0 +1,1 @@
+"""The DB protocol and its adapters (our nodes, …)."""
