@@ -12,7 +12,7 @@ a callable `f(ctx) -> op | None` is asked for an operation each time.
 
 Combinators: `mix`, `any_of`, `limit`, `repeat`, `stagger`, `delay`, `time_limit`, `sleep`,
 `log`, `phases`/`synchronize`, `on_threads`, `clients`, `nemesis`, `each_thread`,
-`until_ok`, `schedule` (timed nemesis events).
+`until_ok`, `schedule` (timed nemesis events), `plan` (recorded operations again).
 """
 
 from __future__ import annotations
@@ -64,11 +64,20 @@ class Context:
         return None
 
     def some_free_process(self) -> Any:
-        """The process of a free thread, chosen at random; None if every thread is busy."""
-        free = self.free_threads()
-        if not free:
+        """The process of a free thread chosen at random; None if every thread is busy.
+
+        One draw over all the threads in scope, then the first free one from there on: the draws do
+        not depend on which threads happen to be busy, so runtimes whose operations take different
+        times still give an operation the same thread whenever the one drawn is free in both.
+        """
+        if not self.free:
             return None
-        return self.workers[free[self.rng.randrange(len(free))] if len(free) > 1 else free[0]]
+        threads = self.threads()
+        i = self.rng.randrange(len(threads)) if len(threads) > 1 else 0
+        for t in threads[i:] + threads[:i]:
+            if t in self.free:
+                return self.workers[t]
+        return None
 
     def restrict(self, pred: Callable[[Thread], bool]) -> Context:
         workers = {t: p for t, p in self.workers.items() if pred(t)}
@@ -527,6 +536,62 @@ class Schedule(Generator):
         return out, Schedule(self.events[1:], anchor)
 
 
+class Plan(Generator):
+    """Recorded operations again: each lane's (client thread's, nemesis') items in order, each at anchor +
+    its `at`, on the lane's current process. `ordered`: an item also waits until the items (by `seq`) in
+    its `after` have completed; otherwise whatever has not started `limit_ns` after the anchor is dropped."""
+
+    def __init__(
+        self,
+        lanes: Mapping[Any, Sequence[Mapping[str, Any]]],
+        limit_ns: int,
+        ordered: bool,
+        anchor: int | None = None,
+        done: frozenset[int] = frozenset(),
+        inflight: Mapping[Any, int] | None = None,
+    ) -> None:
+        self.lanes, self.limit, self.ordered, self.anchor = dict(lanes), limit_ns, ordered, anchor
+        self.done, self.inflight = done, dict(inflight or {})
+
+    def _with(self, **kw: Any) -> Plan:
+        lanes = kw.pop("lanes", self.lanes)
+        state = {"anchor": self.anchor, "done": self.done, "inflight": self.inflight, **kw}
+        return Plan(lanes, self.limit, self.ordered, **state)
+
+    def op(self, ctx: Context) -> Result:
+        anchor = self.anchor if self.anchor is not None else ctx.time
+        if not any(self.lanes.values()):
+            return None
+        if not self.ordered and ctx.time >= anchor + self.limit:
+            return None  # out of time, as the normal runner's time limit
+        best: tuple[int, Any, Mapping[str, Any]] | None = None
+        for lane, items in self.lanes.items():
+            if not items or lane not in ctx.free:
+                continue
+            item = items[0]
+            if self.ordered and not set(item.get("after", ())) <= self.done:
+                continue
+            t = anchor + int(item["at"])
+            if best is None or t < best[0]:
+                best = (t, lane, item)
+        if best is None:
+            return PENDING, self._with(anchor=anchor)
+        t, lane, item = best
+        op = {k: v for k, v in item.items() if k not in ("after", "client", "seq")}
+        op.update(type="invoke", time=t, process=ctx.workers[lane])
+        lanes = {**self.lanes, lane: self.lanes[lane][1:]}
+        return op, self._with(anchor=anchor, lanes=lanes, inflight={**self.inflight, lane: item["seq"]})
+
+    def update(self, ctx: Context, event: Op) -> Generator | None:
+        if event.get("type") not in ("ok", "fail", "info"):
+            return self
+        lane = ctx.thread_of(event.get("process"))
+        if lane not in self.inflight:
+            return self
+        inflight = {k: v for k, v in self.inflight.items() if k != lane}
+        return self._with(done=self.done | {self.inflight[lane]}, inflight=inflight)
+
+
 # ---------------------------------------------------------------------------------------- API
 
 
@@ -606,3 +671,8 @@ def until_ok(gen: Any) -> Generator:
 
 def schedule(events: Sequence[Mapping[str, Any]]) -> Generator:
     return Schedule(events)
+
+
+def plan(lanes: Mapping[Any, Sequence[Mapping[str, Any]]], limit_s: float, ordered: bool = False) -> Generator:
+    """Recorded operations (`{"seq", "at", "f", …}` per lane), replayed at their times (see `Plan`)."""
+    return Plan({lane: tuple(items) for lane, items in lanes.items()}, int(limit_s * SECOND), ordered)

@@ -1,1 +1,1 @@
-"""The DB protocol and its implementations: how a test installs, starts, faults and reaches a system."""
+"""The DB protocol and its adapters (our nodes, …)."""

@@ -43,7 +43,7 @@ from typing import Any
 
 from harness.runner.db import ClusterNotReady
 from harness.runner.interpreter import Completion
-from harness.runner.workload import Workload
+from harness.runner.workload import LegacyWorkload as Workload
 from nodes.kafka import protocol as kp
 from nodes.kafka.errors import ErrorCode
 from nodes.kafka.records import build_batch, encode_batch, iter_batches

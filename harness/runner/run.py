@@ -35,6 +35,8 @@ from typing import Any
 
 from checkers.history import History
 from harness.backends.base import Backend, BackendError, Host
+from harness.db.nodes_transport import NodesTransport
+from harness.interpreter import RATE, SCHEDULE_FORMAT, client_phase
 from harness.nemesis.partitions import KINDS
 from harness.nemesis.schedule import generate
 from harness.recorder import Recorder
@@ -43,14 +45,13 @@ from harness.runner.interpreter import Interpreter, close_loop, monotonic_clock
 from harness.runner.nemesis import RunnerNemesis, parallel
 from harness.runner.progress import Progress
 from harness.runner.queue_workload import node_properties
-from harness.runner.workload import make_workload
+from harness.runner.workload import LegacyWorkload, make_workload
 from harness.store import write_json, write_jsonl
 from workloads import generator as gen
 
 READY_TIMEOUT = 60.0  # seconds for the fresh cluster to elect a leader
 RECOVERY_TIMEOUT = 30.0  # seconds for the healed cluster to agree on a leader again
 FINAL_SECONDS = 20.0  # seconds allowed for the final reads
-RATE = 100.0  # client operations per second, all threads together (Jepsen's stagger)
 OP_TIMEOUT = 2.0  # seconds before a client gives up on an operation (→ info)
 
 
@@ -232,7 +233,7 @@ def _drive_on(
 ) -> Interpreter:
     leader, ready = loop.run(db.wait_ready(READY_TIMEOUT))
     stats["election-seconds"] = round(ready, 2)
-    topic = loop.run(workload.setup(READY_TIMEOUT))
+    topic = loop.run(_setup(workload, db, args))
     if topic:
         stats["topic-seconds"] = round(topic, 2)
     stats["ready-seconds"] = round(time.monotonic() - creating, 2)
@@ -247,6 +248,7 @@ def _drive_on(
         nemesis.apply,
         Recorder(clock, run_dir / "history.jsonl"),
         clock,
+        transport=NodesTransport(db.endpoints(), args.seed),
         rng=random.Random(f"interpreter-{args.seed}"),
         listener=progress.on_event,
         log=progress.say,
@@ -257,6 +259,31 @@ def _drive_on(
         interp.recorder.close()
     loop.run(interp.close())
     return interp
+
+
+async def _setup(workload: Any, db: NodeDB, args: argparse.Namespace) -> float:
+    """The workload's setup phase (its ops are not part of the history); seconds taken."""
+    if isinstance(workload, LegacyWorkload):
+        return await workload.setup(READY_TIMEOUT)
+    setup = workload.setup()
+    if setup is None:
+        return 0.0
+    started = time.monotonic()
+    clock = monotonic_clock()
+    interp = Interpreter(
+        args.concurrency,
+        workload.client,
+        None,
+        Recorder(clock),
+        clock,
+        transport=NodesTransport(db.endpoints(), args.seed),
+        rng=random.Random(f"setup-{args.seed}"),
+    )
+    try:
+        await asyncio.wait_for(interp.run(gen.clients(setup)), READY_TIMEOUT)
+    finally:
+        await interp.close()
+    return time.monotonic() - started
 
 
 def _write_run(
@@ -275,7 +302,7 @@ def _write_run(
     write_json(
         run_dir / "schedule.json",
         {
-            "format": 1,
+            "format": SCHEDULE_FORMAT,
             "workload": args.workload,
             "backend": args.backend,
             "seed": args.seed,
@@ -312,7 +339,7 @@ def _phases(
         kinds = getattr(args, "partition_kinds_parsed", None) or KINDS
         schedule = generate(args.seed, [h.name for h in db.hosts], args.nemeses, limit, args.interval, kinds)
         main = gen.any_of(
-            gen.clients(gen.time_limit(limit, gen.stagger(1.0 / RATE, workload.generator()))),
+            client_phase(workload, limit, RATE),
             gen.nemesis(gen.time_limit(limit, gen.schedule(schedule))),
         )
     progress.set_phase("main", limit)

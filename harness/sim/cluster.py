@@ -20,15 +20,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.interpreter import SCHEDULE_FORMAT, Core, client_phase
 from harness.nemesis import partitions
 from harness.nemesis.schedule import generate
 from harness.recorder import Recorder
-from harness.sim.clients import SimClient
 from harness.sim.engine import MS, SECOND, Scheduler
+from harness.sim.interpreter import SimInterpreter
 from harness.sim.invariants import Invariants
 from harness.sim.network import Network
 from harness.sim.node import SimNode
 from harness.sim.queue_client import SimQueueClient
+from harness.sim.transport import SimTransport
 from nodes.broker import (
     BrokerConfig,
     BrokerNode,
@@ -41,8 +43,9 @@ from nodes.broker import (
 from nodes.kv.node import KVNode
 from nodes.raft import RaftConfig, digest
 from nodes.runtime.lanes import connection_timeout_ms
+from workloads import generator as gen
+from workloads import registry
 from workloads.queue import TOPIC, QueueGenerator
-from workloads.register import RegisterGenerator
 
 # how a run is simulated, by schedule.json field (and SimOptions attribute): the current way first
 MODES = {"links": ("tcp", "datagram"), "start": ("ready", "boot"), "clocks": ("wall", "timers")}
@@ -67,7 +70,8 @@ class SimOptions:
     bugs: list[str] = field(default_factory=list)
     interval: float = 5.0  # mean seconds between fault changes per package
     partition_kinds: tuple[str, ...] = partitions.KINDS
-    think_ms: int = 50  # mean pause between a client's operations
+    rate: float = 100.0  # client operations per second, all clients together (the real runner's rate)
+    think_ms: int = 50  # queue workload: mean pause between a client's operations
     timeout_ms: int = 2000  # client request timeout → info
     latency_ms: tuple[float, float] = (0.5, 5.0)
     # tcp: a message that meets a partition is retransmitted until the heal (or lost when the sender's
@@ -117,7 +121,7 @@ class SimResult:
     def schedule_document(self, opts: SimOptions) -> dict[str, Any]:
         """`schedule.json`: everything needed to drive this run again without the random source."""
         return {
-            "format": 1,
+            "format": SCHEDULE_FORMAT,
             "workload": opts.workload,
             "seed": opts.seed,
             "nodes": opts.nodes,
@@ -208,10 +212,11 @@ class Simulation:
                 random.Random(f"disk-{seed}-{i}-{node_rng.random()}"),
                 disk_latency_ms=(1.0 + opts.fsync_delay_ms, 10.0 + opts.fsync_delay_ms),
             )
-        client_rng = random.Random(f"clients-{seed}")
-        self.clients: list[Any]
+        self.clients: list[Any] = []
         self.acked_max: dict[str, int] = {}
-        if opts.workload == "queue":
+        self.queue = opts.workload == "queue"
+        if self.queue:  # the queue's own simulated clients, until it is a workload of the shared kind
+            client_rng = random.Random(f"clients-{seed}")
             self.queue_generator = QueueGenerator(random.Random(f"workload-{seed}"), opts.partitions)
             self.clients = [
                 SimQueueClient(
@@ -220,20 +225,25 @@ class Simulation:
                 for slot in range(opts.concurrency)
             ]
         else:
-            self.generator = RegisterGenerator(random.Random(f"workload-{seed}"), opts.keys, opts.ops_per_key)
-            self.clients = [
-                SimClient(self, slot, random.Random(f"client-{seed}-{slot}-{client_rng.random()}"), self.generator)
-                for slot in range(opts.concurrency)
-            ]
-        if opts.ops is not None:
-            plans: dict[int, list[dict[str, Any]]] = {c.slot: [] for c in self.clients}
-            for step in sorted(opts.ops, key=lambda s: s["at"]):
-                if step["client"] not in plans:
-                    raise ValueError(f"schedule op for client {step['client']}, but concurrency is {opts.concurrency}")
-                plans[step["client"]].append(step)
-            for c in self.clients:
-                c.plan = plans[c.slot]
-        self._requests: dict[int, SimClient] = {}
+            self.workload = registry.make(
+                opts.workload,
+                self.names,
+                seed,
+                timeout_s=opts.timeout_ms / 1000,
+                keys=opts.keys,
+                ops_per_key=opts.ops_per_key,
+            )
+            self.core = Core(opts.concurrency, self.recorder, lambda: self.sched.now, rng=self._rng("interpreter"))
+            self.interpreter = SimInterpreter(self.core, self.sched, SimTransport(self), self.workload.client)
+        plans: dict[int, list[dict[str, Any]]] = {slot: [] for slot in range(opts.concurrency)}
+        for i, step in enumerate(sorted(opts.ops or [], key=lambda s: s["at"])):
+            if step["client"] not in plans:
+                raise ValueError(f"schedule op for client {step['client']}, but concurrency is {opts.concurrency}")
+            plans[step["client"]].append({"seq": i, **step})
+        self.plans = plans if opts.ops is not None else None
+        for c in self.clients:
+            c.plan = plans[c.slot] if opts.ops is not None else None
+        self._requests: dict[int, Any] = {}
         self._next_request = 0
         self.nemesis_rng = random.Random(f"nemesis-run-{seed}")
         self.schedule = (
@@ -245,7 +255,11 @@ class Simulation:
         self.paused_nodes: set[int] = set()
 
     # ------------------------------------------------------------------ plumbing used by nodes/clients
-    def new_request(self, client: SimClient) -> int:
+    def _rng(self, name: str) -> random.Random:
+        return random.Random(f"{name}-{self.opts.seed}")
+
+    def new_request(self, client: Any) -> int:
+        """A request id; the node's reply (or its closing the request) goes to `client`."""
         self._next_request += 1
         self._requests[self._next_request] = client
         return self._next_request
@@ -377,6 +391,9 @@ class Simulation:
                 self.sched.at(self.main_start + event["at"], self._nemesis, event)
         for client in self.clients:
             client.start()
+        if not self.queue:
+            self.core.ops_origin = self.main_start
+            self.interpreter.start(self._main_generator())
         self.sched.run_until(self.main_end)
 
         self.phase = "recover"
@@ -386,22 +403,29 @@ class Simulation:
         self.phase = "final"
         start_final = self.sched.now
         self.final_end = start_final + int(opts.final * SECOND)
-        if opts.workload == "queue":
-            keys = list(self.queue_generator.keys)
+        if self.queue:
+            for i, key in enumerate(self.queue_generator.keys):
+                self.clients[i % len(self.clients)].final_keys.append(key)
+            for client in self.clients:
+                client.next_op()
+            stop = lambda: all(c.done or (not c.final_keys and c.current is None) for c in self.clients)  # noqa: E731
         else:
+            limit = int(opts.time_limit * SECOND)
+            self.op_log = sorted((o for o in self.core.ops if o["at"] < limit), key=lambda o: o["at"])
             keys = sorted({step["key"] for step in self.op_log}, key=lambda k: (len(k), k))
-        for i, key in enumerate(keys):
-            self.clients[i % len(self.clients)].final_keys.append(key)
-        for client in self.clients:
-            client.next_op()
-        self.sched.run_until(
-            self.final_end,
-            stop=lambda: all(c.done or (not c.final_keys and c.current is None) for c in self.clients),
-        )
+            final = self.workload.final(keys, opts.concurrency)
+            self.core.rng = self._rng("interpreter-final")  # the same whether the main phase followed a plan or not
+            self.interpreter.start(gen.clients(gen.time_limit(opts.final, final)) if final is not None else None)
+            stop = lambda: self.core.finished  # noqa: E731
+        self.sched.run_until(self.final_end, stop=stop)
         # let operations still in flight complete or time out, so the history has no loose ends
         self.phase = "done"
         self.sched.run_until(self.sched.now + (opts.timeout_ms + 10) * MS)
-        unread = [k for c in self.clients for k in c.final_keys]
+        if self.queue:
+            unread = [k for c in self.clients for k in c.final_keys]
+        else:
+            read = {op.key for op in self.recorder.ops if op.time >= start_final and op.type == "ok"}
+            unread = [k for k in keys if k not in read]
 
         logs = self._dump_logs()
         self.partition_dumps = self.partition_logs() if opts.workload == "queue" else {}
@@ -427,6 +451,15 @@ class Simulation:
         }
         self.recorder.close()
         return SimResult(self.recorder, self.events, logs, invariants, self.schedule, self.op_log, stats)
+
+    def _main_generator(self) -> gen.Generator:
+        """The clients' main phase: the workload's operations at the runner's rate, or a stored plan."""
+        opts = self.opts
+        if self.plans is None:
+            return client_phase(self.workload, opts.time_limit, opts.rate)
+        limit = int(opts.time_limit * SECOND)
+        lanes = {slot: [step for step in steps if step["at"] < limit] for slot, steps in self.plans.items()}
+        return gen.clients(gen.plan(lanes, opts.time_limit))
 
     def _await_leader(self) -> None:
         """Run until a leader is known to every node in its epoch (when a real run's main phase starts)."""
