@@ -17,7 +17,7 @@ from checkers.verdict import EXIT_BAD_INPUT
 from harness.argtypes import non_negative_int
 from harness.nemesis.schedule import parse_nemeses
 from harness.shrink import parse_budget
-from harness.sim.cluster import SimOptions, queue_options
+from harness.sim.cluster import SimOptions
 from harness.simrun import simulate, store_run
 from harness.store import new_run
 
@@ -75,8 +75,7 @@ def run_explore(args: argparse.Namespace) -> int:
             }
             if opts.fsync_delay_ms:
                 test["fsync-delay-ms"] = opts.fsync_delay_ms  # real replays use the same slow disk
-            if args.workload == "queue":
-                test.update(queue_options(opts))
+            test.update(checked.sim.workload_options)  # the workload's own settings (queue: acks, partitions, …)
             store_run(run_dir, checked, test)
             anomalies = ", ".join(sorted(checked.anomalies))
             print(

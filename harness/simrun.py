@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from checkers.errors import InputError
-from harness.sim.cluster import MODES, SimOptions, SimResult, Simulation, mode_error
+from harness.sim.cluster import MODES, WORKLOAD_OPTIONS, SimOptions, SimResult, Simulation, mode_error
 from harness.store import write_json, write_jsonl
+from workloads.registry import WORKLOADS
 
 CHECK_TIME_LIMIT = 120.0
 
@@ -56,7 +57,7 @@ def simulate(opts: SimOptions, history_path: str | None = None, check_time_limit
     simulation = Simulation(opts, history_path=history_path)
     sim = simulation.run()
     history = sim.recorder.history(history_path or "history.jsonl")
-    model = "queue" if opts.workload == "queue" else "cas-register"
+    model = simulation.workload.model
     dumps = simulation.partition_dumps
     results = check_run(
         history, sim.events, sim.logs, sim.invariants, model, check_time_limit, partition_logs=dumps or None
@@ -71,18 +72,12 @@ def options_from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) ->
         if name not in doc:
             raise InputError(f"schedule.json has no {name!r} (written by an older kraftwerk?)")
     workload = str(doc.get("workload", "register"))
-    if workload not in ("register", "queue"):
+    if workload not in WORKLOADS:
         raise InputError(f"schedule.json: unknown workload {workload!r}")
-    queue: dict[str, Any] = {}
-    if workload == "queue":
-        defaults = SimOptions()
-        queue = {
-            "acks": int(doc.get("acks", defaults.acks)),
-            "partitions": int(doc.get("partitions", defaults.partitions)),
-            "replication_factor": int(doc.get("replication-factor", defaults.replication_factor)),
-            "min_isr": int(doc.get("min-isr", defaults.min_isr)),
-            "unclean": bool(doc.get("unclean", defaults.unclean)),
-        }
+    # the workload's options it stored (schedule.json names them as test.json does: min-isr, …)
+    stored = {name: doc[name.replace("_", "-")] for name in WORKLOAD_OPTIONS if name.replace("_", "-") in doc}
+    defaults = SimOptions()
+    options = {name: type(getattr(defaults, name))(value) for name, value in stored.items()}
     # runs stored before a field was written were simulated the older way: messages lost at partitions,
     # register runs started at boot (queue runs always waited for a led topic), clock faults moved timers
     before = {"links": "datagram", "start": "boot" if workload == "register" else "ready", "clocks": "timers"}
@@ -102,7 +97,7 @@ def options_from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) ->
         workload=workload,
         fsync_delay_ms=int(doc.get("fsync-delay-ms", 0)),
         **modes,  # type: ignore[arg-type]
-        **queue,
+        **options,
     )
 
 

@@ -81,6 +81,11 @@ class Workload(Protocol):
 
     name: str
     model: str  # the checker model the history is judged by ("cas-register", "queue", …)
+    api: str  # the client API its requests need from the system ("kv", "kafka"): a DB serves it or not
+
+    def options(self) -> dict[str, Any]:
+        """Its settings as schedule.json stores them, to make the same workload again (names as test.json's)."""
+        ...
 
     def setup(self) -> Generator | None:
         """Operations before the main phase that are not part of the history (None: nothing to do)."""

@@ -191,7 +191,7 @@ class QueueClient:
 
     def _request(self, stage: str, node: str, body: Any) -> Request:
         self.stage, self.node = stage, node
-        return Request(node, body, self.workload.timeout)
+        return Request(node, body, self.workload.timeout_s)
 
     def _done(self, typ: str, value: Any, error: str | None = None) -> Completion:
         self.stage = ""
@@ -441,13 +441,14 @@ class QueueWorkload:
 
     name = NAME
     model = MODEL
+    api = "kafka"  # the client API it speaks: the nodes must run the broker role
 
     def __init__(
         self,
         nodes: Sequence[str],
         seed: int,
         *,
-        timeout: float = 2.0,
+        timeout_s: float = 2.0,
         acks: str | int = "all",
         partitions: int = 3,
         replication_factor: int = 3,
@@ -458,7 +459,7 @@ class QueueWorkload:
             raise ValueError("the queue workload needs at least one node")
         self.nodes = sorted(nodes, key=lambda n: (len(n), n))
         self.seed = seed
-        self.timeout = timeout
+        self.timeout_s = timeout_s
         self.acks = acks if isinstance(acks, int) else ACKS[acks]
         self.partitions = partitions
         self.replication_factor = replication_factor
@@ -528,12 +529,12 @@ class QueueWorkload:
         return {"queue": check_queue(history, allow=allow)}
 
 
-def from_options(nodes: Sequence[str], seed: int, options: Mapping[str, Any], timeout: float = 2.0) -> QueueWorkload:
+def from_options(nodes: Sequence[str], seed: int, options: Mapping[str, Any], timeout_s: float = 2.0) -> QueueWorkload:
     """The workload a test's queue options describe (acks, partitions, replication-factor, min-isr, unclean)."""
     return QueueWorkload(
         nodes,
         seed,
-        timeout=timeout,
+        timeout_s=timeout_s,
         acks=options.get("acks", "all"),
         partitions=int(options.get("partitions", 3)),
         replication_factor=int(options.get("replication-factor", 3)),

@@ -134,6 +134,7 @@ class Register:
 
     name = "register"
     model = MODEL
+    api = "kv"  # the client API it speaks (our nodes' KV listener)
 
     def __init__(
         self, nodes: Sequence[str], seed: int, *, timeout_s: float = 2.0, keys: int = 4, ops_per_key: int = 120
@@ -146,6 +147,10 @@ class Register:
     def _next(self, ctx: gen.Context) -> Op:
         op = self.ops.next()
         return {"f": op.f, "key": op.key, "value": op.value}
+
+    def options(self) -> dict[str, Any]:
+        """Nothing beyond the seed: a stored run makes the same registers again."""
+        return {}
 
     def setup(self) -> gen.Generator | None:
         return None

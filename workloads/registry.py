@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from workloads.protocol import Workload
+from workloads.queue import QueueWorkload
 from workloads.register import Register
 
-WORKLOADS: dict[str, Callable[..., Workload]] = {"register": Register}
+WORKLOADS: dict[str, Callable[..., Workload]] = {"register": Register, "queue": QueueWorkload}
 
 
 def make(name: str, nodes: Sequence[str], seed: int, **options: Any) -> Workload:
-    """The workload `name` for a cluster of `nodes` (names such as "n1"); options as its class takes them."""
+    """The workload `name` for a cluster of `nodes` (names such as "n1").
+
+    `options` may hold every workload's options (a test's keys, acks, partitions, …): each workload
+    takes the ones its class names and leaves the others.
+    """
     try:
         factory = WORKLOADS[name]
     except KeyError:
         raise ValueError(f"unknown workload {name!r} (one of {', '.join(sorted(WORKLOADS))})") from None
-    return factory(nodes, seed, **options)
+    taken = inspect.signature(factory).parameters
+    return factory(nodes, seed, **{k: v for k, v in options.items() if k in taken})

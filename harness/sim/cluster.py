@@ -1,12 +1,14 @@
 """A whole simulated test: N nodes, P clients, a fault schedule, then heal, recover and read
 everything back. One seed decides everything; the same seed gives the same history.
 
-Workloads: `register` (KVNode cores, linearizable registers) and `queue` (BrokerNode cores:
-a replicated topic, clients sending unique values and polling them back).
+The workload (`workloads.registry`: `register`, `queue`, …) is the one real runs use, driven by the
+same interpreter core; the nodes are KVNode cores, or BrokerNode cores when the workload speaks the
+Kafka API (a replicated topic, clients sending unique values and polling them back).
 
 Phases (virtual time):
 0. setup — wait until a leader is known to every node, as a real run does before its main
-   phase (queue: create the topic and wait until every partition has a leader);
+   phase, then run the workload's setup (queue: create the topic and wait until every node sees
+   every partition led);
 1. main — clients run the workload while the schedule's faults come and go (the schedule's
    times count from its start);
 2. recover — heal the network, restart killed nodes, resume paused ones, reset clocks;
@@ -29,27 +31,21 @@ from harness.sim.interpreter import SimInterpreter
 from harness.sim.invariants import Invariants
 from harness.sim.network import Network
 from harness.sim.node import SimNode
-from harness.sim.queue_client import SimQueueClient
 from harness.sim.transport import SimTransport
-from nodes.broker import (
-    BrokerConfig,
-    BrokerNode,
-    CreateTopicsRequest,
-    CreateTopicsResponse,
-    MetadataRequest,
-    MetadataResponse,
-    NewTopic,
-)
+from nodes.broker import BrokerConfig, BrokerNode
 from nodes.kv.node import KVNode
 from nodes.raft import RaftConfig, digest
 from nodes.runtime.lanes import connection_timeout_ms
 from workloads import generator as gen
 from workloads import registry
-from workloads.queue import TOPIC, QueueGenerator
+from workloads.protocol import Workload
 
 # how a run is simulated, by schedule.json field (and SimOptions attribute): the current way first
 MODES = {"links": ("tcp", "datagram"), "start": ("ready", "boot"), "clocks": ("wall", "timers")}
 READY_WITHIN_SECONDS = 120.0  # a fresh cluster that has not elected a leader known to all by then is broken
+SETUP_WITHIN_SECONDS = 120.0  # ... nor finished the workload's setup (the queue's topic) by then
+# the SimOptions every workload may take its options from (each takes the ones it names)
+WORKLOAD_OPTIONS = ("keys", "ops_per_key", "acks", "partitions", "replication_factor", "min_isr", "unclean")
 RECOVERY_SECONDS = 10.0  # the simulator's pause between healing everything and the final reads
 
 
@@ -71,7 +67,6 @@ class SimOptions:
     interval: float = 5.0  # mean seconds between fault changes per package
     partition_kinds: tuple[str, ...] = partitions.KINDS
     rate: float = 100.0  # client operations per second, all clients together (the real runner's rate)
-    think_ms: int = 50  # queue workload: mean pause between a client's operations
     timeout_ms: int = 2000  # client request timeout → info
     latency_ms: tuple[float, float] = (0.5, 5.0)
     # tcp: a message that meets a partition is retransmitted until the heal (or lost when the sender's
@@ -117,6 +112,7 @@ class SimResult:
     schedule: list[dict[str, Any]]
     ops: list[dict[str, Any]]
     stats: dict[str, Any]
+    workload_options: dict[str, Any] = field(default_factory=dict)  # the workload's, as schedule.json stores them
 
     def schedule_document(self, opts: SimOptions) -> dict[str, Any]:
         """`schedule.json`: everything needed to drive this run again without the random source."""
@@ -132,21 +128,16 @@ class SimResult:
             "links": opts.links,
             "start": opts.start,
             "clocks": opts.clocks,
-            **(queue_options(opts) if opts.workload == "queue" else {}),
+            **self.workload_options,
             "nemesis": self.schedule,
             "ops": self.ops,
         }
 
 
-def queue_options(opts: SimOptions) -> dict[str, Any]:
-    """The queue workload's topic and producer settings, as stored in schedule.json."""
-    return {
-        "acks": opts.acks,
-        "partitions": opts.partitions,
-        "replication-factor": opts.replication_factor,
-        "min-isr": opts.min_isr,
-        "unclean": opts.unclean,
-    }
+def make_workload(opts: SimOptions, nodes: list[str]) -> Workload:
+    """The workload `opts` names, with its options."""
+    options = {name: getattr(opts, name) for name in WORKLOAD_OPTIONS}
+    return registry.make(opts.workload, nodes, opts.seed, timeout_s=opts.timeout_ms / 1000, **options)
 
 
 class Simulation:
@@ -164,7 +155,7 @@ class Simulation:
         self.op_log: list[dict[str, Any]] = []
         self.fatal: list[dict[str, Any]] = []
         self.phase = "main"
-        self.main_start = 0  # the main phase starts once the cluster is ready (queue: once the topic is led)
+        self.main_start = 0  # the main phase starts once the cluster is ready (and the workload's setup is done)
         self.main_end = int(opts.time_limit * SECOND)
         self.final_end = 0
         self.node_ids = list(range(1, opts.nodes + 1))
@@ -174,8 +165,8 @@ class Simulation:
             fetch_timeout_ms=opts.fetch_timeout_ms,
             pre_vote=opts.pre_vote,
         )
-        if opts.workload not in ("register", "queue"):
-            raise ValueError(f"unknown workload {opts.workload!r}")
+        self.workload = make_workload(opts, self.names)
+        brokers = self.workload.api == "kafka"
         broker_config = BrokerConfig(
             min_insync_replicas=opts.min_isr,
             unclean_leader_election_enable=opts.unclean,
@@ -185,7 +176,7 @@ class Simulation:
             broker_heartbeat_interval_ms=opts.broker_heartbeat_interval_ms,
             replica_lag_time_max_ms=opts.replica_lag_time_max_ms,
         )
-        self._connection_configs = (config, broker_config if opts.workload == "queue" else None)
+        self._connection_configs = (config, broker_config if brokers else None)
         self._hold_ns: dict[type, int] = {}
         node_rng = random.Random(f"nodes-{seed}")
         self.nodes: dict[int, SimNode] = {}
@@ -193,7 +184,7 @@ class Simulation:
             core_rng = random.Random(f"core-{seed}-{i}")
 
             def make(i: int = i, core_rng: random.Random = core_rng) -> Any:
-                if opts.workload == "queue":
+                if brokers:
                     return BrokerNode(
                         i,
                         self.node_ids,
@@ -212,37 +203,15 @@ class Simulation:
                 random.Random(f"disk-{seed}-{i}-{node_rng.random()}"),
                 disk_latency_ms=(1.0 + opts.fsync_delay_ms, 10.0 + opts.fsync_delay_ms),
             )
-        self.clients: list[Any] = []
-        self.acked_max: dict[str, int] = {}
-        self.queue = opts.workload == "queue"
-        if self.queue:  # the queue's own simulated clients, until it is a workload of the shared kind
-            client_rng = random.Random(f"clients-{seed}")
-            self.queue_generator = QueueGenerator(random.Random(f"workload-{seed}"), opts.partitions)
-            self.clients = [
-                SimQueueClient(
-                    self, slot, random.Random(f"client-{seed}-{slot}-{client_rng.random()}"), self.queue_generator
-                )
-                for slot in range(opts.concurrency)
-            ]
-        else:
-            self.workload = registry.make(
-                opts.workload,
-                self.names,
-                seed,
-                timeout_s=opts.timeout_ms / 1000,
-                keys=opts.keys,
-                ops_per_key=opts.ops_per_key,
-            )
-            self.core = Core(opts.concurrency, self.recorder, lambda: self.sched.now, rng=self._rng("interpreter"))
-            self.interpreter = SimInterpreter(self.core, self.sched, SimTransport(self), self.workload.client)
+        self.transport = SimTransport(self)
+        self.core = Core(opts.concurrency, self.recorder, lambda: self.sched.now, rng=self._rng("interpreter"))
+        self.interpreter = SimInterpreter(self.core, self.sched, self.transport, self.workload.client)
         plans: dict[int, list[dict[str, Any]]] = {slot: [] for slot in range(opts.concurrency)}
         for i, step in enumerate(sorted(opts.ops or [], key=lambda s: s["at"])):
             if step["client"] not in plans:
                 raise ValueError(f"schedule op for client {step['client']}, but concurrency is {opts.concurrency}")
             plans[step["client"]].append({"seq": i, **step})
         self.plans = plans if opts.ops is not None else None
-        for c in self.clients:
-            c.plan = plans[c.slot] if opts.ops is not None else None
         self._requests: dict[int, Any] = {}
         self._next_request = 0
         self.nemesis_rng = random.Random(f"nemesis-run-{seed}")
@@ -282,10 +251,6 @@ class Simulation:
         client = self._requests.pop(effect.request_id, None)
         if client is not None:
             client.closed(effect.request_id)
-
-    def note_ack(self, key: str | None, offset: int) -> None:
-        if key is not None and offset > self.acked_max.get(key, -1):
-            self.acked_max[key] = offset
 
     def node_event(self, node: SimNode, data: dict[str, Any]) -> None:
         self.events.append(data)
@@ -377,23 +342,20 @@ class Simulation:
         for node in self.nodes.values():
             node.start()
         self.main_start = 0
-        if opts.workload == "queue" or opts.start == "ready":
+        setup = self.workload.setup()
+        if opts.start == "ready" or setup is not None:
             self.phase = "setup"
-            if opts.workload == "queue":
-                self._setup_topic()
-            else:
-                self._await_leader()
+            self._await_leader()
+            if setup is not None:
+                self._setup(setup)
             self.phase = "main"
             self.main_start = self.sched.now
             self.main_end = self.main_start + int(opts.time_limit * SECOND)
         for event in self.schedule:
             if event["at"] < int(opts.time_limit * SECOND):
                 self.sched.at(self.main_start + event["at"], self._nemesis, event)
-        for client in self.clients:
-            client.start()
-        if not self.queue:
-            self.core.ops_origin = self.main_start
-            self.interpreter.start(self._main_generator())
+        self.core.ops_origin = self.main_start
+        self.interpreter.start(self._main_generator())
         self.sched.run_until(self.main_end)
 
         self.phase = "recover"
@@ -403,32 +365,21 @@ class Simulation:
         self.phase = "final"
         start_final = self.sched.now
         self.final_end = start_final + int(opts.final * SECOND)
-        if self.queue:
-            for i, key in enumerate(self.queue_generator.keys):
-                self.clients[i % len(self.clients)].final_keys.append(key)
-            for client in self.clients:
-                client.next_op()
-            stop = lambda: all(c.done or (not c.final_keys and c.current is None) for c in self.clients)  # noqa: E731
-        else:
-            limit = int(opts.time_limit * SECOND)
-            self.op_log = sorted((o for o in self.core.ops if o["at"] < limit), key=lambda o: o["at"])
-            keys = sorted({step["key"] for step in self.op_log}, key=lambda k: (len(k), k))
-            final = self.workload.final(keys, opts.concurrency)
-            self.core.rng = self._rng("interpreter-final")  # the same whether the main phase followed a plan or not
-            self.interpreter.start(gen.clients(gen.time_limit(opts.final, final)) if final is not None else None)
-            stop = lambda: self.core.finished  # noqa: E731
-        self.sched.run_until(self.final_end, stop=stop)
+        limit = int(opts.time_limit * SECOND)
+        self.op_log = sorted((o for o in self.core.ops if o["at"] < limit), key=lambda o: o["at"])
+        keys = sorted({step["key"] for step in self.op_log if step["key"] is not None}, key=lambda k: (len(k), k))
+        final = self.workload.final(keys, opts.concurrency)
+        self.core.rng = self._rng("interpreter-final")  # the same whether the main phase followed a plan or not
+        self.interpreter.start(gen.clients(gen.time_limit(opts.final, final)) if final is not None else None)
+        self.sched.run_until(self.final_end, stop=lambda: self.core.finished)
         # let operations still in flight complete or time out, so the history has no loose ends
         self.phase = "done"
         self.sched.run_until(self.sched.now + (opts.timeout_ms + 10) * MS)
-        if self.queue:
-            unread = [k for c in self.clients for k in c.final_keys]
-        else:
-            read = {op.key for op in self.recorder.ops if op.time >= start_final and op.type == "ok"}
-            unread = [k for k in keys if k not in read]
+        read = {op.key for op in self.recorder.ops if op.time >= start_final and op.type == "ok"}
+        unread = [k for k in keys if k not in read]
 
         logs = self._dump_logs()
-        self.partition_dumps = self.partition_logs() if opts.workload == "queue" else {}
+        self.partition_dumps = self.partition_logs()
         wall = time.perf_counter() - started
         virtual = self.sched.now / SECOND
         invariants = self.invariants.result()
@@ -450,7 +401,9 @@ class Simulation:
             "history-sha256": self.recorder.digest(),
         }
         self.recorder.close()
-        return SimResult(self.recorder, self.events, logs, invariants, self.schedule, self.op_log, stats)
+        return SimResult(
+            self.recorder, self.events, logs, invariants, self.schedule, self.op_log, stats, self.workload.options()
+        )
 
     def _main_generator(self) -> gen.Generator:
         """The clients' main phase: the workload's operations at the runner's rate, or a stored plan."""
@@ -477,14 +430,16 @@ class Simulation:
             for n in self.nodes.values()
         )
 
-    def _setup_topic(self) -> None:
-        """Create the topic and wait until every partition has a leader (not part of the history)."""
-        opts = self.opts
-        setup = _TopicSetup(self)
-        setup.step()
-        self.sched.run_until(self.sched.now + 120 * SECOND, stop=lambda: setup.done)
-        if not setup.done:
-            raise RuntimeError(f"could not create topic {TOPIC!r} with {opts.partitions} partitions in 120 s")
+    def _setup(self, setup: gen.Generator) -> None:
+        """Run the workload's setup on clients of its own (its operations are not part of the history)."""
+        core = Core(self.opts.concurrency, Recorder(lambda: self.sched.now), lambda: self.sched.now)
+        SimInterpreter(core, self.sched, self.transport, self.workload.client).start(gen.clients(setup))
+        self.sched.run_until(self.sched.now + int(SETUP_WITHIN_SECONDS * SECOND), stop=lambda: core.finished)
+        if not core.finished:
+            why = getattr(self.workload, "setup_error", "")
+            raise RuntimeError(
+                f"the {self.workload.name} workload's setup did not finish in {SETUP_WITHIN_SECONDS:g} s: {why}"
+            )
 
     def partition_logs(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
         """Each live broker's committed partition batches: {partition: {node: [{offset, epoch, digest}]}}."""
@@ -520,59 +475,3 @@ class Simulation:
                 for r in raft.log_records(0, raft.high_watermark)
             ]
         return logs
-
-
-class _TopicSetup:
-    """Creates the queue workload's topic through any node, then polls metadata until it is led."""
-
-    def __init__(self, sim: Simulation) -> None:
-        self.sim = sim
-        self.created = False
-        self.done = False
-        self.attempt = 0
-        self.name = "setup"
-
-    def step(self) -> None:
-        if self.done:
-            return
-        sim = self.sim
-        opts = sim.opts
-        node = sim.nodes[sim.node_ids[self.attempt % len(sim.node_ids)]]
-        self.attempt += 1
-        rid = sim.new_request(self)
-        if not self.created:
-            configs = (
-                ("min.insync.replicas", str(opts.min_isr)),
-                ("unclean.leader.election.enable", "true" if opts.unclean else "false"),
-            )
-            topic = NewTopic(TOPIC, opts.partitions, opts.replication_factor, configs=configs)
-            request: Any = CreateTopicsRequest((topic,), timeout_ms=5000)
-            sim.net.send(
-                self.name, node.name, node.client_call, self, rid, "create_topics", request, partitionable=False
-            )
-        else:
-            sim.net.send(
-                self.name,
-                node.name,
-                node.client_call,
-                self,
-                rid,
-                "metadata",
-                MetadataRequest((TOPIC,)),
-                partitionable=False,
-            )
-        sim.sched.after(300 * MS, self.step)
-
-    def reply(self, request_id: int, effect: Any, node_name: str) -> None:
-        response = effect.response
-        if isinstance(response, CreateTopicsResponse):
-            if response.topics and int(response.topics[0].error) in (0, 36):  # NONE, TOPIC_ALREADY_EXISTS
-                self.created = True
-        elif isinstance(response, MetadataResponse):
-            for topic in response.topics:
-                complete = topic.name == TOPIC and len(topic.partitions) == self.sim.opts.partitions
-                if complete and all(p.leader is not None and p.leader >= 0 for p in topic.partitions):
-                    self.done = True
-
-    def closed(self, request_id: int) -> None:
-        pass

@@ -33,14 +33,15 @@ def test_send_finds_the_leader_by_metadata_then_produces_to_it() -> None:
     c = w.client(0, 0)
     step = c.invoke({"f": "send", "key": "t0-1", "value": 7, "process": 0})
     assert isinstance(step, Request) and step.body == q.Metadata("t0") and step.node in NODES
-    assert step.timeout_s == w.timeout
+    assert step.timeout_s == w.timeout_s
     step = c.receive(metadata("n1", "n3", None))
-    assert step == Request("n3", q.Produce("t0", 1, b"7", -1), w.timeout)
+    assert step == Request("n3", q.Produce("t0", 1, b"7", -1), w.timeout_s)
     done = c.receive(Reply(q.Produced(0, "none", 4)))
     assert done == Completion("ok", [4, 7], None, "n3")
     assert w.acked_max == {"t0-1": 4}
     # the leader is remembered: the next send goes straight to it
-    assert c.invoke({"f": "send", "key": "t0-1", "value": 8}) == Request("n3", q.Produce("t0", 1, b"8", -1), w.timeout)
+    again = c.invoke({"f": "send", "key": "t0-1", "value": 8})
+    assert again == Request("n3", q.Produce("t0", 1, b"8", -1), w.timeout_s)
 
 
 def test_produce_errors_are_fail_when_nothing_was_appended_and_info_otherwise() -> None:
@@ -97,7 +98,7 @@ def test_poll_reads_from_the_process_position_and_assign_resets_it() -> None:
     assert c.invoke({"f": "poll", "key": "t0-0"}) == Completion("fail", None, "not-assigned", None)
     assert c.invoke({"f": "assign", "key": None, "value": ["t0-0", "t0-2"]}) == Completion("ok", ["t0-0", "t0-2"])
     c.leaders["t0-0"] = "n1"
-    assert c.invoke({"f": "poll", "key": "t0-0"}) == Request("n1", q.Fetch("t0", 0, 0), w.timeout)
+    assert c.invoke({"f": "poll", "key": "t0-0"}) == Request("n1", q.Fetch("t0", 0, 0), w.timeout_s)
     records = ((0, b"5"), (1, b"x"), (2, b"9"))
     done = c.receive(Reply(q.Fetched(0, "none", 3, records)))
     assert done == Completion("ok", [[0, 5], [1, "x"], [2, 9]], None, "n1")
@@ -236,13 +237,13 @@ def test_the_client_runs_the_setup_ops_on_the_node_they_name() -> None:
     c = w.client(0, 0)
     step = c.invoke({"f": "create-topic", "node": "n2"})
     configs = (("min.insync.replicas", "2"), ("unclean.leader.election.enable", "true"))
-    assert step == Request("n2", q.CreateTopic("t0", 2, 3, configs), w.timeout)
+    assert step == Request("n2", q.CreateTopic("t0", 2, 3, configs), w.timeout_s)
     assert c.receive(Reply(q.TopicCreated(q.TOPIC_ALREADY_EXISTS, "topic_already_exists"))).type == "ok"  # type: ignore[union-attr]
     c.invoke({"f": "create-topic", "node": "n2"})
     assert c.receive(Reply(q.TopicCreated(38, "invalid_replication_factor", "only 2"))).error == (  # type: ignore[union-attr]
         "create-topics: invalid_replication_factor only 2"
     )
-    assert c.invoke({"f": "topic-ready", "node": "n3"}) == Request("n3", q.Metadata("t0"), w.timeout)
+    assert c.invoke({"f": "topic-ready", "node": "n3"}) == Request("n3", q.Metadata("t0"), w.timeout_s)
     assert c.receive(Reply(q.MetadataReply(None))).type == "fail"  # type: ignore[union-attr]
     c.invoke({"f": "topic-ready", "node": "n3"})
     assert c.receive(metadata("n1", "n2", isr=1)).type == "fail"  # type: ignore[union-attr]  # ISR too small
