@@ -34,11 +34,11 @@ real cluster; they stand for the checker anomalies that are their visible conseq
 (`INVARIANT_EQUIVALENTS`, per workload), and the output says so.
 
 Queue runs: the ops are `assign` (value: the partition keys), `send` (value: the unique integer)
-and `poll` (key: the partition; it reads from the client's own position), and the real client
-(harness.runner.queue_workload) executes exactly those; a planned poll of a partition the
+and `poll` (key: the partition; it reads from the client's own position), and the queue client
+(`workloads.queue`, the simulator's too) executes exactly those; a planned poll of a partition the
 client's current process is not assigned (its assign went to a process that crashed since) is
-answered `fail` without a request, as the simulator skips it. Queue ops need no node (the client
-asks for the partition's leader). The topic (partitions, replication factor, min ISR, unclean
+answered `fail` (not-assigned) without a request. Queue ops need no node (the client asks for the
+partition's leader). The topic (partitions, replication factor, min ISR, unclean
 election) and the producer acks come from schedule.json (simulator runs) or test.json (real
 runs).
 """

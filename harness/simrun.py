@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from checkers.errors import InputError
-from harness.sim.cluster import MODES, WORKLOAD_OPTIONS, SimOptions, SimResult, Simulation, mode_error
+from harness.sim.cluster import MODES, SimOptions, SimResult, Simulation, mode_error
 from harness.store import write_json, write_jsonl
-from workloads.registry import WORKLOADS
+from workloads.registry import OPTIONS, WORKLOADS
 
 CHECK_TIME_LIMIT = 120.0
 
@@ -75,8 +75,8 @@ def options_from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) ->
     if workload not in WORKLOADS:
         raise InputError(f"schedule.json: unknown workload {workload!r}")
     # the workload's options it stored (schedule.json names them as test.json does: min-isr, …)
-    stored = {name: doc[name.replace("_", "-")] for name in WORKLOAD_OPTIONS if name.replace("_", "-") in doc}
     defaults = SimOptions()
+    stored = {k: doc[k.replace("_", "-")] for k in OPTIONS if k.replace("_", "-") in doc and hasattr(defaults, k)}
     options = {name: type(getattr(defaults, name))(value) for name, value in stored.items()}
     # runs stored before a field was written were simulated the older way: messages lost at partitions,
     # register runs started at boot (queue runs always waited for a led topic), clock faults moved timers

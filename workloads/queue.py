@@ -158,6 +158,9 @@ class TopicCreated:
     message: str | None = None
 
 
+REQUESTS = (Metadata, Produce, Fetch, CreateTopic)  # the request bodies a transport must carry
+
+
 # ---------------------------------------------------------------------------- state
 
 

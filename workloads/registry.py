@@ -11,6 +11,17 @@ from workloads.queue import QueueWorkload
 from workloads.register import Register
 
 WORKLOADS: dict[str, Callable[..., Workload]] = {"register": Register, "queue": QueueWorkload}
+# every workload's options (its class's keyword parameters, as a test's options name them: min_isr, …)
+OPTIONS = tuple(
+    sorted(
+        {
+            name
+            for factory in WORKLOADS.values()
+            for name, p in inspect.signature(factory).parameters.items()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "timeout_s"
+        }
+    )
+)
 
 
 def make(name: str, nodes: Sequence[str], seed: int, **options: Any) -> Workload:

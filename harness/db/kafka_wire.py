@@ -42,7 +42,6 @@ FETCH_VERSION = 11
 METADATA_VERSION = 9
 CREATE_TOPICS_VERSION = 4
 FETCH_MAX_BYTES = 1 << 20
-QUEUE_BODIES = (Metadata, Produce, Fetch, CreateTopic)
 
 
 def error_name(code: int) -> str:

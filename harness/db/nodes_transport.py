@@ -3,7 +3,8 @@
 `NodesTransport(endpoints)()` opens a `Connection` for one client process; its `call` sends a
 register `KvRequest` to a node's client listener (`nodes.runtime.kvapi`) and answers `Reply(KvReply)`,
 or `Failure` when no answer came (`sent=False` when the request certainly never left: refused
-connection, reconnect backoff).
+connection, reconnect backoff). The queue workload's bodies go over the Kafka wire protocol to the
+same listener (`harness.db.kafka_wire`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 
+from harness.db.kafka_wire import KafkaWire
 from nodes.runtime.client import (
     BackoffError,
     ClientClosedError,
@@ -23,6 +25,7 @@ from nodes.runtime.client import (
 )
 from nodes.runtime.kvapi import KvWireError, decode_kv_reply, encode_kv_request
 from workloads.protocol import Answer, Failure, Reply, Request
+from workloads.queue import REQUESTS
 from workloads.register import KvReply, KvRequest
 
 
@@ -33,6 +36,7 @@ class NodesConnection:
         self.endpoints = endpoints
         self.rng = rng
         self._conns: dict[str, ClientConnection] = {}
+        self._kafka: KafkaWire | None = None
 
     def _conn(self, node: str, timeout_s: float) -> ClientConnection:
         conn = self._conns.get(node)
@@ -52,6 +56,10 @@ class NodesConnection:
 
     async def call(self, request: Request) -> Answer:
         body = request.body
+        if isinstance(body, REQUESTS):
+            if self._kafka is None:
+                self._kafka = KafkaWire(self.endpoints, random.Random(self.rng.random()))
+            return await self._kafka.call(request)
         if not isinstance(body, KvRequest):
             raise TypeError(f"our nodes cannot serve a {type(body).__name__}")
         api_key, payload = encode_kv_request(body.f, body.key, body.value)
@@ -75,6 +83,8 @@ class NodesConnection:
         for conn in self._conns.values():
             await conn.close()
         self._conns = {}
+        if self._kafka is not None:
+            await self._kafka.close()
 
 
 class NodesTransport:

@@ -39,6 +39,27 @@ EnvSource = Callable[[Host], Mapping[str, str]]
 FATAL = "stopping: fatal: "  # node.log line of a node whose raft core stopped on an illegal state (exit 3)
 
 
+# broker timings shorter than Kafka's (9 s, 2 s, 30 s), as in the simulator: a fault of a few
+# seconds fences a broker, moves its partitions and shrinks ISRs
+BROKER_PROPERTIES = {
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "1000",
+    "replica.lag.time.max.ms": "5000",
+}
+
+
+def broker_properties(options: Mapping[str, Any]) -> dict[str, str]:
+    """The node.properties keys of the broker role for a workload speaking Kafka: its topic defaults
+    (`options` as the workload stores them: partitions, replication-factor, min-isr, unclean) and timings."""
+    return {
+        "min.insync.replicas": str(options["min-isr"]),
+        "default.replication.factor": str(options["replication-factor"]),
+        "num.partitions": str(options["partitions"]),
+        "unclean.leader.election.enable": "true" if options["unclean"] else "false",
+        **BROKER_PROPERTIES,
+    }
+
+
 class ClusterNotReady(RuntimeError):
     """The nodes did not elect a leader and answer within the time allowed."""
 

@@ -13,9 +13,9 @@
    itself on an illegal state (its raft core's Fatal, exit 3) makes the run invalid (`node-fatal`),
    as in the simulator.
 
-The queue workload (harness.runner.queue_workload) runs the nodes as brokers too: it creates its
-topic once the cluster is ready, drains every partition in the final phase, and is checked for
-the queue anomalies (`--allow`) and committed divergence of the brokers' partition logs.
+A workload that speaks Kafka (the queue, `workloads.queue`) runs the nodes as brokers too: its
+setup creates its topic once the cluster is ready, its final phase drains every partition, and it
+is checked for the queue anomalies (`--allow`) and committed divergence of the brokers' partition logs.
 
 The history is appended and flushed as operations happen; schedule.json records what was
 really done (every nemesis event with resolved targets and time, every client op with its
@@ -40,14 +40,14 @@ from harness.interpreter import RATE, SCHEDULE_FORMAT, client_phase
 from harness.nemesis.partitions import KINDS
 from harness.nemesis.schedule import generate
 from harness.recorder import Recorder
-from harness.runner.db import ClusterNotReady, NodeDB
+from harness.runner.db import ClusterNotReady, NodeDB, broker_properties
 from harness.runner.interpreter import Interpreter, close_loop, monotonic_clock
 from harness.runner.nemesis import RunnerNemesis, parallel
 from harness.runner.progress import Progress
-from harness.runner.queue_workload import node_properties
-from harness.runner.workload import LegacyWorkload, make_workload
+from harness.runner.workload import make_workload
 from harness.store import write_json, write_jsonl
 from workloads import generator as gen
+from workloads.protocol import Workload
 
 READY_TIMEOUT = 60.0  # seconds for the fresh cluster to elect a leader
 RECOVERY_TIMEOUT = 30.0  # seconds for the healed cluster to agree on a leader again
@@ -115,9 +115,9 @@ def run_real(args: argparse.Namespace, run_dir: Path) -> tuple[dict[str, Any], H
         records = [_host_record(backend, h) for h in hosts]
         write_json(run_dir / "cluster.json", {"backend": args.backend, "cluster": backend.cluster_id, "hosts": records})
         progress.say(f"{args.backend} cluster {backend.cluster_id}: {len(hosts)} hosts in {stats['hosts-seconds']}s")
-        db, nemesis = _assemble(args, backend, hosts)
+        workload = make_workload(args.workload, [h.name for h in hosts], args.seed, OP_TIMEOUT, args)
+        db, nemesis = _assemble(args, backend, hosts, workload)
         progress.faults = nemesis.active
-        workload = make_workload(args.workload, db.endpoints(), args.seed, timeout=OP_TIMEOUT, options=args)
         with contextlib.ExitStack() as stack:
             stack.callback(nemesis.teardown)
             t = time.monotonic()
@@ -160,19 +160,21 @@ def run_real(args: argparse.Namespace, run_dir: Path) -> tuple[dict[str, Any], H
     return results, history
 
 
-def _assemble(args: argparse.Namespace, backend: Backend, hosts: list[Host]) -> tuple[NodeDB, RunnerNemesis]:
+def _assemble(
+    args: argparse.Namespace, backend: Backend, hosts: list[Host], workload: Workload
+) -> tuple[NodeDB, RunnerNemesis]:
     """The node daemons and the nemesis of these hosts, wired together (restarts get the clock env)."""
     local = args.backend == "local"
-    queue = args.workload == "queue"  # the nodes are brokers too (Kafka clients on the client listener)
+    brokers = workload.api == "kafka"  # the nodes are brokers too (Kafka clients on the client listener)
     db = NodeDB(
         hosts,
         bugs=args.bug,
         seed=args.seed,
         ports=getattr(backend, "ports", None),
         listen_any=not local,
-        broker=queue,
+        broker=brokers,
         properties={
-            **(node_properties(args) if queue else {}),
+            **(broker_properties(workload.options()) if brokers else {}),
             **({"kraftwerk.volatile.writes": "true"} if getattr(args, "lose_unsynced", False) else {}),
             **({"kraftwerk.fsync.delay.ms": str(args.fsync_delay)} if getattr(args, "fsync_delay", 0) else {}),
         },
@@ -186,7 +188,7 @@ def _assemble(args: argparse.Namespace, backend: Backend, hosts: list[Host]) -> 
         hosts,
         db.spec,
         args.nemeses,
-        leader=db.partition_leader if queue else db.leader,
+        leader=db.partition_leader if brokers else db.leader,
         rng=random.Random(f"nemesis-run-{args.seed}"),
         partition=partition,
         # a replay: a restart completes once the node answers, as a simulated restart serves at once
@@ -263,8 +265,6 @@ def _drive_on(
 
 async def _setup(workload: Any, db: NodeDB, args: argparse.Namespace) -> float:
     """The workload's setup phase (its ops are not part of the history); seconds taken."""
-    if isinstance(workload, LegacyWorkload):
-        return await workload.setup(READY_TIMEOUT)
     setup = workload.setup()
     if setup is None:
         return 0.0
@@ -281,6 +281,9 @@ async def _setup(workload: Any, db: NodeDB, args: argparse.Namespace) -> float:
     )
     try:
         await asyncio.wait_for(interp.run(gen.clients(setup)), READY_TIMEOUT)
+    except TimeoutError:
+        why = getattr(workload, "setup_error", "")  # the last reason it gave, if it keeps one
+        raise ClusterNotReady(f"{workload.name} setup unfinished after {READY_TIMEOUT:g}s: {why}") from None
     finally:
         await interp.close()
     return time.monotonic() - started

@@ -44,8 +44,6 @@ from workloads.protocol import Workload
 MODES = {"links": ("tcp", "datagram"), "start": ("ready", "boot"), "clocks": ("wall", "timers")}
 READY_WITHIN_SECONDS = 120.0  # a fresh cluster that has not elected a leader known to all by then is broken
 SETUP_WITHIN_SECONDS = 120.0  # ... nor finished the workload's setup (the queue's topic) by then
-# the SimOptions every workload may take its options from (each takes the ones it names)
-WORKLOAD_OPTIONS = ("keys", "ops_per_key", "acks", "partitions", "replication_factor", "min_isr", "unclean")
 RECOVERY_SECONDS = 10.0  # the simulator's pause between healing everything and the final reads
 
 
@@ -136,7 +134,7 @@ class SimResult:
 
 def make_workload(opts: SimOptions, nodes: list[str]) -> Workload:
     """The workload `opts` names, with its options."""
-    options = {name: getattr(opts, name) for name in WORKLOAD_OPTIONS}
+    options = {name: getattr(opts, name) for name in registry.OPTIONS if hasattr(opts, name)}
     return registry.make(opts.workload, nodes, opts.seed, timeout_s=opts.timeout_ms / 1000, **options)
 
 

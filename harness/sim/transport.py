@@ -20,8 +20,6 @@ from workloads import queue
 from workloads.protocol import Answer, Failure, Reply, Request
 from workloads.register import KvReply, KvRequest
 
-QUEUE_BODIES = (queue.Metadata, queue.Produce, queue.Fetch, queue.CreateTopic)
-
 
 class _Outstanding:
     """One request in flight: what the simulation routes the node's reply (or its closing) to."""
@@ -40,7 +38,7 @@ class _Outstanding:
             self.deliver(answer)
 
     def reply(self, request_id: int, effect: Any, node_name: str) -> None:
-        if isinstance(self.body, QUEUE_BODIES):
+        if isinstance(self.body, queue.REQUESTS):
             self._answer(Reply(broker_answer(self.body, effect.response)))
             return
         leader = effect.leader_id
@@ -67,7 +65,7 @@ class SimTransport:
         request_id = sim.new_request(pending)
         if isinstance(body, KvRequest):
             args: tuple[Any, ...] = (node.client_request, pending, request_id, body.f, body.key, body.value)
-        elif isinstance(body, QUEUE_BODIES):
+        elif isinstance(body, queue.REQUESTS):
             args = (node.client_call, pending, request_id, *broker_call(body))
         else:
             raise TypeError(f"simulated nodes cannot serve a {type(body).__name__}")
