@@ -366,13 +366,12 @@ def run_test(args: argparse.Namespace) -> int:
     write_json(run_dir / "schedule.json", result.schedule_document(opts))
     say("checking…")
     history = result.recorder.history(str(run_dir / "history.jsonl"))
-    model = "queue" if args.workload == "queue" else "cas-register"
     results = check_run(
         history,
         result.events,
         result.logs,
         result.invariants,
-        model,
+        sim.workload.model,
         args.check_time_limit,
         partition_logs=sim.partition_dumps,
         allow=args.allow,

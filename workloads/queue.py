@@ -4,7 +4,8 @@ As Jepsen's Kafka workload (JEPSEN.md §3): one partition is one key (`t0-2`), `
 unique value, `poll` reads from the process's position, `assign` replaces the process's
 partitions and resets its positions to the beginning. Written once for every runtime: the
 generator, the sans-IO client (`QueueClient`: an operation in, requests out; answers in, a
-completion out), the setup that creates the topic, the final drain and the checker.
+completion out), the setup that creates the topic and the final drain. Its history is judged by
+model `queue` (`checkers.queue`).
 
 The client finds a partition's leader with a Metadata request to a random node and keeps it
 until an answer says leadership moved; it sends single-record batches with the run's acks and
@@ -15,7 +16,8 @@ send) are `info`. A poll changes nothing, so a poll that failed or timed out is 
 position only moves on an `ok` poll, whose value is ``[[offset, value], …]``. A poll of a partition
 the process is not assigned (a replayed plan whose assign was shrunk away or went to a process
 that crashed since) fails at once with `not-assigned`, as a consumer cannot fetch what it does not
-own. Checked by `checkers.queue`.
+own. A replayed op's `node` is not used: the client asks who leads the partition, as it did when
+the op was recorded.
 
 The request and reply bodies below are the workload's own; a transport translates them to the
 system under test (the simulator's broker messages, or the Kafka wire protocol).
@@ -28,7 +30,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkers.queue import check_queue
 from workloads import generator as gen
 from workloads.protocol import Completion, Failure, Op, Reply, Request, Step
 
@@ -526,10 +527,6 @@ class QueueWorkload:
 
     def client(self, thread: int, process: int) -> QueueClient:
         return QueueClient(self, process, random.Random(f"client-{self.seed}-{thread}-{process}"))
-
-    def check(self, history: Any, allow: Sequence[str] = ()) -> dict[str, Any]:
-        """The queue checker's verdict ({"queue": …}); the caller composes it with the DB's checkers."""
-        return {"queue": check_queue(history, allow=allow)}
 
 
 def from_options(nodes: Sequence[str], seed: int, options: Mapping[str, Any], timeout_s: float = 2.0) -> QueueWorkload:
