@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.errors import InputError
+from harness.interpreter import SCHEDULE_FORMAT
 from harness.sim.cluster import MODES, SimOptions, SimResult, Simulation, mode_error
 from harness.store import write_json, write_jsonl
 from workloads.registry import OPTIONS, WORKLOADS
@@ -71,6 +72,13 @@ def options_from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) ->
     for name in ("seed", "nodes", "concurrency", "time-limit", "nemesis", "ops"):
         if name not in doc:
             raise InputError(f"schedule.json has no {name!r} (written by an older kraftwerk?)")
+    version = doc.get("format", 1)
+    if version != SCHEDULE_FORMAT:
+        raise InputError(
+            f"schedule.json is format {version}; this kraftwerk replays and shrinks format {SCHEDULE_FORMAT} only "
+            "(the simulator's clients changed, so an older run's history cannot come back byte for byte: "
+            "run its seed again with `kraftwerk explore` or `kraftwerk test --backend sim`)"
+        )
     workload = str(doc.get("workload", "register"))
     if workload not in WORKLOADS:
         raise InputError(f"schedule.json: unknown workload {workload!r}")

@@ -342,7 +342,7 @@ def _phases(
         kinds = getattr(args, "partition_kinds_parsed", None) or KINDS
         schedule = generate(args.seed, [h.name for h in db.hosts], args.nemeses, limit, args.interval, kinds)
         main = gen.any_of(
-            client_phase(workload, limit, RATE),
+            client_phase(workload, limit, float(getattr(args, "rate", None) or RATE)),
             gen.nemesis(gen.time_limit(limit, gen.schedule(schedule))),
         )
     progress.set_phase("main", limit)

@@ -68,6 +68,27 @@ def test_replay_rejects_non_runs(tmp_path: Path) -> None:
     assert run_replay(argparse.Namespace(run_dir=str(tmp_path), times=1)) == 254
 
 
+@pytest.mark.parametrize("version", [1, None])
+def test_replay_and_shrink_refuse_an_older_schedule_format_naming_it(
+    stale_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], version: int | None
+) -> None:
+    """Format 1 runs were simulated with the older clients: refused (exit 254), not replayed differently."""
+    old = tmp_path / "old"
+    old.mkdir()
+    for name in ("test.json", "history.jsonl"):
+        (old / name).write_bytes((stale_run / name).read_bytes())
+    doc = json.loads((stale_run / "schedule.json").read_text())
+    assert doc["format"] == 2
+    doc.pop("format") if version is None else doc.update(format=version)
+    (old / "schedule.json").write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert run_replay(argparse.Namespace(run_dir=str(old), times=1)) == 254
+    assert "schedule.json is format 1" in capsys.readouterr().err
+    shrink = argparse.Namespace(run_dir=str(old), budget="10s", quiet=True, robust=1, observable=False)
+    assert run_shrink(shrink) == 254
+    assert "schedule.json is format 1" in capsys.readouterr().err
+
+
 def test_shrink_to_a_minimal_schedule_and_regression_test(stale_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run_shrink(argparse.Namespace(run_dir=str(stale_run), budget="180s", quiet=True)) == 1
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -279,7 +300,7 @@ def test_schedule_without_ops_is_rejected() -> None:
     from checkers.errors import InputError
 
     with pytest.raises(InputError, match="ops"):
-        options_from_schedule({"seed": 1, "nodes": 3, "concurrency": 1, "time-limit": 1, "nemesis": []})
+        options_from_schedule({"format": 2, "seed": 1, "nodes": 3, "concurrency": 1, "time-limit": 1, "nemesis": []})
 
 
 def test_schedules_store_their_links_and_older_ones_replay_with_datagram_links(stale_run: Path) -> None:
