@@ -17,6 +17,7 @@ from harness.sim.cluster import SimOptions, Simulation
 SEED, NODES, CONCURRENCY, SECONDS = 5, 3, 4, 4.0
 # a few operations per second: every thread is free when drawn on both runtimes, however long an operation takes
 RATE = 5.0
+QUEUE = {"acks": "all", "partitions": 3, "replication_factor": 3, "min_isr": 2, "unclean": False, "allow": []}
 
 
 def before_first_fault(ops: list[Op]) -> list[tuple[Any, ...]]:
@@ -29,14 +30,16 @@ def before_first_fault(ops: list[Op]) -> list[tuple[Any, ...]]:
     return out
 
 
-def simulated() -> list[tuple[Any, ...]]:
-    opts = SimOptions(seed=SEED, nodes=NODES, concurrency=CONCURRENCY, time_limit=SECONDS, nemeses=[], rate=RATE)
+def simulated(workload: str) -> list[tuple[Any, ...]]:
+    opts = SimOptions(
+        seed=SEED, nodes=NODES, concurrency=CONCURRENCY, time_limit=SECONDS, nemeses=[], rate=RATE, workload=workload
+    )
     return before_first_fault(Simulation(opts).run().recorder.ops)
 
 
-def real(backend: str, run_dir: Path) -> list[tuple[Any, ...]]:
+def real(backend: str, run_dir: Path, workload: str) -> list[tuple[Any, ...]]:
     args = argparse.Namespace(
-        workload="register",
+        workload=workload,
         backend=backend,
         nemesis="none",
         nemeses=[],
@@ -53,6 +56,7 @@ def real(backend: str, run_dir: Path) -> list[tuple[Any, ...]]:
         ssh_user="root",
         ssh_key=None,
         ssh_known_hosts=None,
+        **QUEUE,
     )
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)  # as `kraftwerk test` lays out a run
     results, history = run_real(args, run_dir)
@@ -61,9 +65,9 @@ def real(backend: str, run_dir: Path) -> list[tuple[Any, ...]]:
     return before_first_fault(history.ops)[: len(main)]
 
 
-def same_ops(backend: str, tmp_path: Path) -> None:
-    sim = simulated()
-    on_cluster = real(backend, tmp_path)
+def same_ops(backend: str, tmp_path: Path, workload: str = "register") -> None:
+    sim = simulated(workload)
+    on_cluster = real(backend, tmp_path, workload)
     assert len(sim) >= 10 and len({p for *_, p in sim}) > 1  # enough operations, on more than one process
     n = min(len(sim), len(on_cluster))
     assert abs(len(sim) - len(on_cluster)) <= 1  # an op due right at the time limit may fall either side
@@ -72,6 +76,10 @@ def same_ops(backend: str, tmp_path: Path) -> None:
 
 def test_the_same_seed_gives_the_same_ops_in_the_simulator_and_on_local(tmp_path: Path) -> None:
     same_ops("local", tmp_path)
+
+
+def test_the_same_seed_gives_the_same_queue_ops_in_the_simulator_and_on_local(tmp_path: Path) -> None:
+    same_ops("local", tmp_path, "queue")
 
 
 @pytest.mark.slow
