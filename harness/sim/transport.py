@@ -38,6 +38,8 @@ class _Outstanding:
             self.deliver(answer)
 
     def reply(self, request_id: int, effect: Any, node_name: str) -> None:
+        if self.answered:
+            return  # a late answer (after its timeout, or to an acks=0 produce)
         if isinstance(self.body, queue.REQUESTS):
             self._answer(Reply(broker_answer(self.body, effect.response)))
             return
