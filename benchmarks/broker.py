@@ -139,7 +139,8 @@ def main() -> None:
             python = str(wrapper)
         info = cluster_local.up(Path(tmp) / "cluster", 3, python=python, timeout=60)
         bootstrap = info["bootstrap"]
-        nodes = [psutil.Process(n.pid) for n in cluster_local.load(Path(tmp) / "cluster")[1]]
+        pids = cluster_local.LocalCluster.attach(Path(tmp) / "cluster").pids()
+        nodes = [psutil.Process(pid) for pid in pids.values()]
         me = psutil.Process()
 
         def cpu() -> tuple[float, float]:

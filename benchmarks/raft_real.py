@@ -28,8 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from harness.cluster_local import LocalCluster  # noqa: E402
+from harness.db.nodes import FAST_ELECTIONS as FAST  # noqa: E402
 from nodes.runtime.kvclient import KvClusterClient  # noqa: E402
-from tests.nodes.runtime._procs import FAST, ProcCluster  # noqa: E402
 
 DEFAULT = {
     "controller.quorum.election.timeout.ms": "1000",
@@ -51,7 +52,7 @@ async def failover(props: dict[str, str], kills: int) -> tuple[list[float], list
     elected: list[float] = []
     writable: list[float] = []
     with tempfile.TemporaryDirectory(prefix="kraftwerk-bench-") as tmp:
-        cluster = ProcCluster(Path(tmp), props=props)
+        cluster = LocalCluster(Path(tmp), 3, properties=props)
         try:
             cluster.start_all()
             async with KvClusterClient(cluster.addresses(), timeout=1.0) as kv:
@@ -79,14 +80,14 @@ async def failover(props: dict[str, str], kills: int) -> tuple[list[float], list
                         await asyncio.sleep(0.025)
             cluster.terminate_all()
         finally:
-            cluster.cleanup()
+            cluster.close()
     return elected, writable
 
 
 async def throughput(n_clients: int, seconds: float) -> tuple[int, float, list[float], int]:
     """(ok ops, elapsed s, ok latencies in ms, non-ok results) for ``n_clients`` closed-loop clients."""
     with tempfile.TemporaryDirectory(prefix="kraftwerk-bench-") as tmp:
-        cluster = ProcCluster(Path(tmp), props=DEFAULT)
+        cluster = LocalCluster(Path(tmp), 3, properties=DEFAULT)
         try:
             cluster.start_all()
             await cluster.wait_leader(30)
@@ -123,7 +124,7 @@ async def throughput(n_clients: int, seconds: float) -> tuple[int, float, list[f
             elapsed = time.monotonic() - began
             cluster.terminate_all()
         finally:
-            cluster.cleanup()
+            cluster.close()
     return len(latencies), elapsed, latencies, errors
 
 

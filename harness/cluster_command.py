@@ -25,10 +25,11 @@ from pathlib import Path
 from harness import cluster_local as local
 from harness import cluster_remote as remote
 from harness.argtypes import positive_float, positive_int
+from harness.backends import registry
 
 __all__ = ["add_arguments", "run_cluster"]
 
-BACKENDS = ("local", "netns", "docker")
+BACKENDS = registry.CLUSTER
 
 
 def _topic_partition(text: str) -> tuple[str, int]:

@@ -18,31 +18,19 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.backends import registry
 from harness.backends.base import Backend, BackendError, Host
-from harness.cluster_local import (
-    EXIT_BAD_INPUT,
-    LOCAL_DEFAULTS,
-    ClusterError,
-    LocalNode,
-    _ready,
-    contract,
-    describe,
-    find_leader,
-    not_rejoined,
-)
+from harness.cluster_local import EXIT_BAD_INPUT, LOCAL_DEFAULTS, ClusterError
 from harness.control.base import ControlError
-from harness.runner.db import CLIENT_PORT, CONTROLLER_PORT, NodeDB
-from nodes.raft.bugs import ALL_BUGS
-from nodes.runtime.config import ConfigError, load_config
+from harness.db.nodes import BUGS, NodeDB, PartitionLeaderError, check_settings, unknown_bugs
 
 STATE_FILE = "cluster.json"
-REMOTE_BACKENDS = ("docker", "netns")
+REMOTE_BACKENDS = tuple(k for k in registry.CLUSTER if k != "local")
 
 
 def _state_path(directory: Path) -> Path:
@@ -79,18 +67,7 @@ def _save(directory: Path, doc: Mapping[str, Any]) -> None:
 
 
 def _backend(kind: str) -> Backend:
-    if kind == "docker":
-        from harness import image
-        from harness.backends.docker import DockerBackend
-
-        try:
-            built = image.build(log=lambda m: print(m, file=sys.stderr))
-        except image.ImageError as e:
-            raise BackendError(f"docker backend: {e}") from e
-        return DockerBackend(image=built.tag)
-    from harness.backends.netns import NetnsBackend
-
-    return NetnsBackend()
+    return registry.build(kind, log=lambda m: print(m, file=sys.stderr))
 
 
 def _hosts(doc: Mapping[str, Any]) -> list[Host]:
@@ -132,11 +109,6 @@ def _db(doc: Mapping[str, Any], hosts: list[Host]) -> NodeDB:
     return NodeDB(hosts, bugs=doc.get("bugs", []), properties=doc.get("settings", {}), broker=True)
 
 
-def _probes(hosts: Iterable[Host]) -> list[LocalNode]:
-    """Address records for the admin/Kafka probes of harness.cluster_local."""
-    return [LocalNode(int(h.name[1:]), h.address, CLIENT_PORT, CONTROLLER_PORT, h.workdir) for h in hosts]
-
-
 def up(
     directory: Path,
     kind: str,
@@ -150,9 +122,9 @@ def up(
     On failure everything created is removed."""
     directory = Path(directory).resolve()
     bug_list = sorted(set(bugs))
-    unknown = [b for b in bug_list if b not in ALL_BUGS]
+    unknown = unknown_bugs(bug_list)
     if unknown:
-        raise ClusterError(f"--bug: unknown bug(s) {unknown}; known: {sorted(ALL_BUGS)}", EXIT_BAD_INPUT)
+        raise ClusterError(f"--bug: unknown bug(s) {unknown}; known: {sorted(BUGS)}", EXIT_BAD_INPUT)
     if _state_path(directory).exists():
         try:
             old = json.loads(_state_path(directory).read_text(encoding="utf-8"))
@@ -164,7 +136,9 @@ def up(
                 EXIT_BAD_INPUT,
             )
     settings = {**LOCAL_DEFAULTS, **(overrides or {})}
-    _check_settings(settings)
+    problem = check_settings(settings)
+    if problem:
+        raise ClusterError(f"--override: {problem}", EXIT_BAD_INPUT)
     try:
         backend = _backend(kind)
     except BackendError as e:
@@ -194,14 +168,13 @@ def up(
         db = _db(doc, hosts)
         db.install()
         db.start_all()
-        probes = _probes(hosts)
         deadline = time.monotonic() + timeout
         why = "not started"
         while time.monotonic() < deadline:
             dead = [name for name, running in db.running().items() if not running]
             if dead:
                 raise ClusterError(f"node {dead[0]} exited during start-up:\n{_tail(db, dead[0])}")
-            ok, why = _ready(probes)
+            ok, why = db.ready_now()
             if ok:
                 break
             time.sleep(0.2)
@@ -215,26 +188,20 @@ def up(
     backend.detach()
     doc["state"] = "up"
     _save(directory, doc)
-    return {**contract(probes), "backend": kind, "cluster": backend.cluster_id}
+    return {**_contract(db), "backend": kind, "cluster": backend.cluster_id}
 
 
-def _check_settings(settings: Mapping[str, str]) -> None:
-    """Validate --override settings as a node would (ClusterError 254 naming the bad key)."""
-    sample = {
-        "node.id": "1",
-        "process.roles": "controller,broker",
-        "controller.quorum.voters": "1@10.0.0.1:9093",
-        "listeners": "CONTROLLER://0.0.0.0:9093,CLIENT://0.0.0.0:9092",
-        "log.dirs": "/nonexistent",
-        **settings,
-    }
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "node.properties"
-        path.write_text("".join(f"{k}={v}\n" for k, v in sample.items()), encoding="utf-8")
-        try:
-            load_config(path)
-        except ConfigError as exc:
-            raise ClusterError(f"--override: {exc}", EXIT_BAD_INPUT) from None
+def _contract(db: NodeDB) -> dict[str, Any]:
+    """The JSON object ``cluster up`` prints (DESIGN.md)."""
+    listed = [{"id": NodeDB.node_id(h), "host": h.address, "port": db.client_port(h)} for h in db.hosts]
+    return {"bootstrap": ",".join(f"{n['host']}:{n['port']}" for n in listed), "nodes": listed}
+
+
+def _host_named(hosts: list[Host], name: str) -> Host:
+    for h in hosts:
+        if h.name == name:
+            return h
+    raise ClusterError(f"the leader {name} is not a node of this cluster")
 
 
 def _load_raw(directory: Path) -> dict[str, Any]:
@@ -265,7 +232,10 @@ def kill(directory: Path, *, node_id: int | None = None, leader: tuple[str, int]
     doc = _load(directory)
     hosts = _hosts(doc)
     if leader is not None:
-        node_id = find_leader(_probes(hosts), *leader, alive=lambda _: True)
+        try:
+            node_id = NodeDB.node_id(_host_named(hosts, _db(doc, hosts).partition_leader_now(*leader)))
+        except PartitionLeaderError as e:
+            raise ClusterError(f"--leader: {e}", EXIT_BAD_INPUT if e.bad_input else 255) from None
     assert node_id is not None
     h = _host(hosts, node_id)
     try:
@@ -287,13 +257,12 @@ def start(directory: Path, node_id: int, *, timeout: float = 30.0) -> dict[str, 
         pid = h.control.start_daemon(db.spec(h))
     except ControlError as e:
         raise ClusterError(f"node {node_id}: {e}") from None
-    probe = _probes([h])[0]
     deadline = time.monotonic() + timeout
     why = "not started"
     while time.monotonic() < deadline:
         if not h.control.daemon_status(db.pidfile(h)).running:
             raise ClusterError(f"node {node_id} exited during start-up:\n{_tail(db, h.name)}")
-        why = not_rejoined(describe(probe))
+        why = db.rejoined_now(h.name)
         if why is None:
             return {"node": node_id, "pid": pid, "started": True}
         time.sleep(0.1)
@@ -310,13 +279,7 @@ def down(directory: Path) -> dict[str, Any]:
 
 def _remove(kind: str, cluster_id: str | None) -> list[str]:
     try:
-        if kind == "docker":
-            from harness.backends import docker
-
-            return docker.down(cluster_id)
-        from harness.backends import netns
-
-        return netns.down(cluster_id)
+        return registry.down(kind, cluster_id)
     except BackendError as e:
         raise ClusterError(str(e)) from None
 
@@ -326,15 +289,9 @@ def down_everything(cluster_id: str | None = None) -> dict[str, Any]:
     backend: {"removed": [...], "skipped": {backend: why}}."""
     removed: list[str] = []
     skipped: dict[str, str] = {}
-    for kind in ("docker", "netns"):
+    for kind in registry.CLEANABLE:
         try:
             removed += [f"{kind}: {x}" for x in _remove(kind, cluster_id)]
         except ClusterError as e:
             skipped[kind] = str(e)
-    from harness.runner import local as runner_local
-
-    try:
-        removed += [f"local: {x}" for x in runner_local.down(cluster_id)]
-    except BackendError as e:
-        skipped["local"] = str(e)
     return {"removed": removed, "skipped": skipped}

@@ -23,7 +23,7 @@ from harness.store import new_run
 
 
 def run_explore(args: argparse.Namespace) -> int:
-    from nodes.raft.bugs import ALL_BUGS
+    from harness.db.nodes import unknown_bugs
 
     try:
         budget = parse_budget(args.budget)
@@ -31,7 +31,7 @@ def run_explore(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"kraftwerk explore: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    unknown = sorted(set(args.bug) - ALL_BUGS)
+    unknown = unknown_bugs(args.bug)
     if unknown:
         print(f"kraftwerk explore: --bug {', '.join(unknown)}: unknown", file=sys.stderr)
         return EXIT_BAD_INPUT

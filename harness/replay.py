@@ -20,6 +20,7 @@ from pathlib import Path
 from checkers.errors import InputError
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, exit_code
 from harness.argtypes import non_negative_float, non_negative_int
+from harness.backends import registry
 from harness.simrun import file_sha256, load_run, options_from_schedule, simulate
 
 
@@ -90,7 +91,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--backend",
         default=None,
-        choices=("sim", "docker", "netns", "local", "ssh"),
+        choices=("sim", *registry.REAL),
         help="where to replay (default: the run's own backend). A real backend drives the stored schedule in "
         "real time on a fresh cluster with the same size and bugs, each attempt stored as a normal run",
     )

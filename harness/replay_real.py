@@ -68,7 +68,6 @@ from harness.sim.cluster import RECOVERY_SECONDS
 from workloads import generator as gen
 
 SECOND = 1_000_000_000
-REAL_BACKENDS = ("docker", "netns", "local", "ssh")
 NEMESIS_PACKAGES = {
     "start-partition": "partition",
     "stop-partition": "partition",

@@ -18,11 +18,11 @@ from typing import Any
 
 from checkers.verdict import EXIT_BAD_INPUT, compose, exit_code
 from harness.argtypes import non_negative_int
+from harness.backends import registry
 from harness.nemesis.partitions import KINDS
 from harness.store import new_run, write_json, write_jsonl
 
-BACKENDS = ("docker", "netns", "ssh", "local", "sim")
-AVAILABLE_BACKENDS = ("docker", "netns", "ssh", "local", "sim")
+BACKENDS = registry.NAMES
 REAL_WORKLOADS = ("register", "queue")
 WORKLOADS = ("register", "queue")
 AVAILABLE_WORKLOADS = ("register", "queue")
@@ -96,12 +96,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _validate(args: argparse.Namespace) -> str | None:
+    from harness.db.nodes import BUGS
     from harness.nemesis.schedule import parse_nemeses, parse_partition_kinds
-    from nodes.raft.bugs import ALL_BUGS
 
-    if args.backend not in AVAILABLE_BACKENDS:
-        available = ", ".join(AVAILABLE_BACKENDS)
-        return f"--backend {args.backend} is not available yet in this version (available: {available})"
+    if args.backend not in registry.NAMES:
+        return f"--backend {args.backend}: unknown (known: {', '.join(registry.NAMES)})"
     if args.workload not in AVAILABLE_WORKLOADS:
         return f"--workload {args.workload} is not available yet (available: {', '.join(AVAILABLE_WORKLOADS)})"
     if args.backend != "sim" and args.workload not in REAL_WORKLOADS:
@@ -126,9 +125,9 @@ def _validate(args: argparse.Namespace) -> str | None:
         bad = sorted(set(args.allow) - set(ANOMALY_TYPES))
         if bad:
             return f"--allow {', '.join(bad)}: not a queue anomaly ({', '.join(ANOMALY_TYPES)})"
-    unknown = sorted(set(args.bug) - ALL_BUGS)
+    unknown = sorted(set(args.bug) - BUGS)
     if unknown:
-        return f"--bug {', '.join(unknown)}: unknown (known: {', '.join(sorted(ALL_BUGS))})"
+        return f"--bug {', '.join(unknown)}: unknown (known: {', '.join(sorted(BUGS))})"
     try:
         args.nemeses = parse_nemeses(args.nemesis)
     except ValueError as e:
@@ -142,30 +141,7 @@ def _validate(args: argparse.Namespace) -> str | None:
 
 def _validate_real(args: argparse.Namespace) -> str | None:
     """Options that only real backends have, and faults this machine cannot inject."""
-    import os
-
-    if args.backend == "local" and "partition" in args.nemeses:
-        from harness.runner.local import can_partition
-
-        why = can_partition()
-        if why:
-            return f"--backend local --nemesis partition: {why}"
-    if args.backend == "netns" and os.geteuid() != 0:
-        return "--backend netns needs root (network namespaces); use --backend docker or local"
-    if args.backend == "ssh":
-        if not args.ssh_hosts:
-            return "--backend ssh needs --ssh-hosts FILE"
-        from harness.runner.ssh import read_hosts
-
-        try:
-            count = len(read_hosts(args.ssh_hosts))
-        except ValueError as e:
-            return f"--ssh-hosts: {e}"
-        if count != args.nodes:
-            return f"--ssh-hosts lists {count} hosts but --nodes is {args.nodes}"
-    elif args.ssh_hosts:
-        return "--ssh-hosts is only for --backend ssh"
-    return None
+    return registry.why_not(args.backend, nemeses=args.nemeses, ssh_hosts=args.ssh_hosts, nodes=args.nodes)
 
 
 def check_run(
@@ -392,7 +368,7 @@ def _run_real(args: argparse.Namespace, run_dir: Path, replay: str) -> int:
     """A run on docker/netns/local/ssh (harness.runner): the same store layout, report and exit code."""
     from checkers.verdict import EXIT_INTERNAL
     from harness.backends.base import BackendError
-    from harness.runner.db import ClusterNotReady
+    from harness.db.protocol import ClusterNotReady
     from harness.runner.run import run_real
 
     try:

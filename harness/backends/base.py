@@ -7,9 +7,13 @@ import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from harness.control import cleanup
 from harness.control.base import Transport
+
+if TYPE_CHECKING:
+    from harness.nemesis.real_net import PartitionNemesis
 
 LABEL = "org.kraftwerk.managed"
 LABEL_CLUSTER = "org.kraftwerk.cluster"
@@ -54,6 +58,7 @@ class Backend(ABC):
     """
 
     kind = "abstract"
+    listen_any = True  # nodes listen on 0.0.0.0 (each host has addresses of its own); False: on their address
 
     def __init__(self, cluster_id: str | None = None) -> None:
         self.cluster_id = cluster_id or new_cluster_id()
@@ -99,6 +104,15 @@ class Backend(ABC):
                 h.control.close()
         cleanup.unregister(self._cleanup_token)
         self._cleanup_token = None
+
+    @staticmethod
+    def node_env(host: Host) -> dict[str, str]:
+        """Environment every node daemon of this backend needs (none by default)."""
+        return {}
+
+    def partition_nemesis(self, hosts: list[Host]) -> PartitionNemesis | None:
+        """A partition nemesis of this backend's own, or None for the common one (iptables on each host)."""
+        return None
 
     def host(self, name: str) -> Host:
         for h in self.hosts:

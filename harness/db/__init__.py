@@ -1,1 +1,1 @@
-"""The DB protocol and its adapters (our nodes, …)."""
+"""Systems under test: the DB protocol (`harness.db.protocol`) and its adapters (`harness.db.nodes`: our nodes)."""

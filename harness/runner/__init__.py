@@ -4,9 +4,9 @@
 - `interpreter` drives a generator in real time with asyncio: client workers, the nemesis worker,
                 the history (Recorder, flushed as it happens), crashed processes → process + concurrency
 - `workload`    client factory + generator + final reads + checker model (register; queue plugs in later)
-- `db`          node.properties, node daemons, readiness via AdminDescribe, log collection
 - `nemesis`     the seeded schedule's events on real hosts (RealNemesis), "leader" resolved when fired
-- `local`, `ssh` the two backends that live here (docker and netns are in harness.backends)
+- `ssh`         the ssh backend (docker, netns and local are in harness.backends; every backend is
+                named in harness.backends.registry; the DB — our nodes — is harness.db.nodes)
 - `progress`    the live status line on stderr
 - `run`         one whole test: hosts → nodes → phases → collect → teardown → check
 

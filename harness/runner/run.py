@@ -34,13 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from checkers.history import History
-from harness.backends.base import Backend, BackendError, Host
+from harness.backends import registry
+from harness.backends.base import Backend, Host
+from harness.db.nodes import NodeDB, broker_properties
 from harness.db.nodes_transport import NodesTransport
+from harness.db.protocol import ClusterNotReady
 from harness.interpreter import RATE, SCHEDULE_FORMAT, client_phase
 from harness.nemesis.partitions import KINDS
 from harness.nemesis.schedule import generate
 from harness.recorder import Recorder
-from harness.runner.db import ClusterNotReady, NodeDB, broker_properties
 from harness.runner.interpreter import Interpreter, close_loop, monotonic_clock
 from harness.runner.nemesis import RunnerNemesis, parallel
 from harness.runner.progress import Progress
@@ -57,34 +59,14 @@ OP_TIMEOUT = 2.0  # seconds before a client gives up on an operation (→ info)
 
 def make_backend(args: argparse.Namespace, log: Callable[[str], None]) -> Backend:
     """The backend `args.backend` names, ready to create hosts (BackendError if it cannot run here)."""
-    kind = args.backend
-    if kind == "docker":
-        from harness import image
-        from harness.backends.docker import DockerBackend
-
-        try:
-            built = image.build(log=log)
-        except image.ImageError as e:
-            raise BackendError(f"docker backend: {e}") from e
-        log(f"node image {built.tag} ({'built' if built.built else 'up to date'} in {built.seconds:.1f}s)")
-        return DockerBackend(image=built.tag)
-    if kind == "netns":
-        from harness.backends.netns import NetnsBackend
-
-        return NetnsBackend()
-    if kind == "local":
-        from harness.runner.local import LocalBackend
-
-        return LocalBackend()
-    if kind == "ssh":
-        from harness.runner.ssh import SshBackend, read_hosts
-
-        try:
-            targets = read_hosts(args.ssh_hosts)
-        except ValueError as e:
-            raise BackendError(f"--ssh-hosts: {e}") from e
-        return SshBackend(targets, user=args.ssh_user, key_filename=args.ssh_key, known_hosts=args.ssh_known_hosts)
-    raise BackendError(f"unknown real backend {kind!r}")
+    return registry.build(
+        args.backend,
+        log=log,
+        ssh_hosts=getattr(args, "ssh_hosts", None),
+        ssh_user=getattr(args, "ssh_user", "root"),
+        ssh_key=getattr(args, "ssh_key", None),
+        ssh_known_hosts=getattr(args, "ssh_known_hosts", None),
+    )
 
 
 def _host_record(backend: Backend, h: Host) -> dict[str, Any]:
@@ -164,14 +146,13 @@ def _assemble(
     args: argparse.Namespace, backend: Backend, hosts: list[Host], workload: Workload
 ) -> tuple[NodeDB, RunnerNemesis]:
     """The node daemons and the nemesis of these hosts, wired together (restarts get the clock env)."""
-    local = args.backend == "local"
     brokers = workload.api == "kafka"  # the nodes are brokers too (Kafka clients on the client listener)
     db = NodeDB(
         hosts,
         bugs=args.bug,
         seed=args.seed,
         ports=getattr(backend, "ports", None),
-        listen_any=not local,
+        listen_any=backend.listen_any,
         broker=brokers,
         properties={
             **(broker_properties(workload.options()) if brokers else {}),
@@ -179,11 +160,7 @@ def _assemble(
             **({"kraftwerk.fsync.delay.ms": str(args.fsync_delay)} if getattr(args, "fsync_delay", 0) else {}),
         },
     )
-    partition = None
-    if local and "partition" in args.nemeses:
-        from harness.runner.local import LocalPartitionNemesis
-
-        partition = LocalPartitionNemesis(hosts, backend.cluster_id)
+    partition = backend.partition_nemesis(hosts) if "partition" in args.nemeses else None
     nemesis = RunnerNemesis(
         hosts,
         db.spec,
@@ -194,12 +171,7 @@ def _assemble(
         # a replay: a restart completes once the node answers, as a simulated restart serves at once
         serving=db.wait_serving if getattr(args, "replay_schedule", None) is not None else None,
     )
-    if local:
-        from harness.runner.local import LocalBackend
-
-        db.env = lambda h: {**nemesis.clock_env(h), **LocalBackend.node_env(h)}
-    else:
-        db.env = nemesis.clock_env
+    db.env = lambda h: {**nemesis.clock_env(h), **backend.node_env(h)}
     return db, nemesis
 
 

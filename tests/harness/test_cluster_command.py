@@ -92,15 +92,16 @@ def test_up_kill_start_down(tmp_path: Path) -> None:
         assert r.returncode == 0, r.stderr
         started = json.loads(r.stdout)
         assert started["started"] is True and _alive(started["pid"])
-        status = cluster_local.describe(cluster_local.load(directory)[1][1])
+        status = cluster_local.LocalCluster.attach(directory).describe(2)
         assert status is not None and status["broker"]["fenced"] is False
 
-        pids = [n.pid for n in cluster_local.load(directory)[1]]
+        pids = list(cluster_local.LocalCluster.attach(directory).pids().values())
+        assert all(pids)
         r = kraftwerk("cluster", "down", "--dir", str(directory))
         assert r.returncode == 0, r.stderr
         assert sorted(json.loads(r.stdout)["stopped"]) == [1, 2]
         assert not any(_alive(pid) for pid in pids)
-        assert "stopped (exit code 0)" in (directory / "n1" / "output.log").read_text()
+        assert "stopped (exit code 0)" in (directory / "n1" / "node.out").read_text()
         r = kraftwerk("cluster", "down", "--dir", str(directory))
         assert r.returncode == 0 and json.loads(r.stdout) == {"stopped": [], "killed": []}
     finally:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from harness import cluster_local, cluster_remote
+from harness.db.nodes import describe_at
 from tests.harness.backends.clusters import node_image  # noqa: F401 - fixture
 from tests.harness.runner import realtest
 
@@ -72,8 +73,9 @@ def cluster(
         else:
             if down.returncode != 0 and (directory / "cluster.json").exists():
                 cluster_local.down(directory, timeout=5)
-            for node in cluster_local.load(directory)[1] if (directory / "cluster.json").exists() else []:
-                assert not cluster_local.is_running(node), f"n{node.id} still running"
+            if (directory / "cluster.json").exists():
+                left = cluster_local.LocalCluster.attach(directory)
+                assert not any(left.pids().values()), f"still running: {left.pids()}"
 
 
 def producer(bootstrap: str, acks: Any, **kwargs: Any) -> KafkaProducer:
@@ -183,10 +185,9 @@ def test_kafka_python_produces_and_consumes_through_a_leader_kill(cluster: tuple
     assert [o for o, _ in everything] == list(range(len(everything)))
     assert set(final) | set(acked) <= {v for _, v in everything}
     restarted = next(n for n in info["nodes"] if n["id"] == killed)
-    restarted = cluster_local.LocalNode(killed, restarted["host"], restarted["port"], 0, str(directory))
     end = len(everything)
     for _ in range(100):  # the restarted node catches up as a follower
-        status = cluster_local.describe(restarted) or {}
+        status = describe_at(restarted["host"], restarted["port"]) or {}
         part = (status.get("broker") or {}).get("partitions", {}).get("t-0", {})
         if part.get("log_end_offset") == end:
             break

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from harness.backends.docker import DockerBackend
-from harness.runner.db import NodeDB
+from harness.db.nodes import NodeDB
 from harness.runner.nemesis import RunnerNemesis, parallel
 from nodes.runtime.kvclient import KvClusterClient
 from tests.harness.backends.clusters import node_image  # noqa: F401 - fixture

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.backends.local import LocalBackend, LocalPartitionNemesis, chain_name
+from harness.db.nodes import NodeDB
 from harness.nemesis import partitions
-from harness.runner.db import NodeDB
-from harness.runner.local import LocalBackend, LocalPartitionNemesis, chain_name
 from tests.harness.backends.clusters import need_faketime
 from tests.harness.runner import realtest
 

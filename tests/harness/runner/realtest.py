@@ -105,7 +105,7 @@ def leftovers(cluster: str) -> list[str]:
         found += [x for x in netns.leftovers() if cluster in x]
         rules = subprocess.run(["iptables", "-w", "-S"], capture_output=True, text=True).stdout
         found += [f"iptables: {line}" for line in rules.splitlines() if cluster in line]
-    from harness.runner import local
+    from harness.backends import local
 
     found += [x for x in local.leftovers() if cluster in x]
     for base in (Path("/var/tmp/kraftwerk/netns"), local.BASE_DIR):

@@ -8,7 +8,7 @@ import pytest
 
 from harness.backends.base import Host
 from harness.control.netns import NetnsTransport
-from harness.runner.db import NodeDB, merge_events
+from harness.db.nodes import NodeDB, merge_events
 from harness.runner.ssh import SshTarget, parse_hosts
 
 

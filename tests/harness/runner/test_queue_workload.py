@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.backends.base import Host
 from harness.control.netns import NetnsTransport
-from harness.runner.db import NodeDB, broker_properties
+from harness.db.nodes import NodeDB, broker_properties
 from harness.runner.workload import make_workload
 from workloads.queue import QueueWorkload
 

@@ -8,14 +8,13 @@ import socket
 import struct
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import psutil
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness import cluster_local
+from harness.cluster_local import LOCAL_DEFAULTS, LocalCluster
 from nodes.kafka import protocol as kp
 from nodes.kafka.records import build_batch, encode_batch
 from nodes.runtime import framing
@@ -116,12 +115,13 @@ def bad_frames(draw: st.DrawFn) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster_local.LocalNode]:
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     directory = tmp_path_factory.mktemp("fuzz") / "cluster"
+    node = LocalCluster(directory, 1, properties={**LOCAL_DEFAULTS, "socket.request.max.bytes": str(MAX_REQUEST)})
     try:
-        cluster_local.up(directory, 1, overrides={"socket.request.max.bytes": str(MAX_REQUEST)}, timeout=30)
-        node = cluster_local.load(directory)[1][0]
-        good = Conn(node.host, node.port)
+        node.start_all()
+        node.wait_ready(30)
+        good = Conn(*node.addresses()[1])
         created = good.call(kp.CreateTopicsRequest(topics=[kp.CreatableTopic(TOPIC, 1, 1, [], [])]), 7)
         assert created.topics[0].error_code == 0  # type: ignore[attr-defined]
         for _ in range(100):
@@ -131,12 +131,12 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster_local.Loc
         good.close()
         yield node
     finally:
-        cluster_local.down(directory, timeout=5)
+        node.close()
 
 
-def send_and_drain(node: cluster_local.LocalNode, data: bytes, *, wait: float = 2.0) -> None:
+def send_and_drain(node: LocalCluster, data: bytes, *, wait: float = 2.0) -> None:
     """Send ``data`` on a fresh connection, half-close, read until the node closes it (or ``wait``)."""
-    with socket.create_connection((node.host, node.port), timeout=wait) as sock:
+    with socket.create_connection(node.addresses()[1], timeout=wait) as sock:
         try:
             sock.sendall(data)
             sock.shutdown(socket.SHUT_WR)
@@ -157,8 +157,8 @@ def serves(conn: Conn) -> int:
 
 
 @pytest.mark.slow
-def test_fuzzed_frames_close_or_answer_and_the_node_keeps_serving(node: cluster_local.LocalNode) -> None:
-    good = Conn(node.host, node.port)
+def test_fuzzed_frames_close_or_answer_and_the_node_keeps_serving(node: LocalCluster) -> None:
+    good = Conn(*node.addresses()[1])
     last = [serves(good)]
 
     @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
@@ -173,12 +173,12 @@ def test_fuzzed_frames_close_or_answer_and_the_node_keeps_serving(node: cluster_
         check()
     finally:
         good.close()
-    assert cluster_local.is_running(node), "the node died"
+    assert node.alive(1), "the node died"
 
 
 @pytest.mark.slow
-def test_memory_stays_bounded_across_thousands_of_bad_frames(node: cluster_local.LocalNode) -> None:
-    process = psutil.Process(node.pid)
+def test_memory_stays_bounded_across_thousands_of_bad_frames(node: LocalCluster) -> None:
+    process = psutil.Process(node.pids()[1])
     crc = bytearray(FRAMES[1])  # v3 produce: the record batch ends the frame
     crc[-3] ^= 0x40
     bad = [
@@ -190,7 +190,7 @@ def test_memory_stays_bounded_across_thousands_of_bad_frames(node: cluster_local
         struct.pack(">i", MAX_REQUEST - 100) + b"y" * 200_000,  # a large frame that never completes
         framing.encode_request(18, 9, 1, b"\x00", header_version=2),  # ApiVersions downgrade reply
     ]
-    good = Conn(node.host, node.port)
+    good = Conn(*node.addresses()[1])
     try:
         for i in range(300):  # warm up allocator pools and caches
             send_and_drain(node, bad[i % len(bad)], wait=1.0)
@@ -206,5 +206,5 @@ def test_memory_stays_bounded_across_thousands_of_bad_frames(node: cluster_local
         good.close()
     assert time.monotonic() - start < 90
     assert growth < 20 * 1024 * 1024, f"RSS grew by {growth / 2**20:.1f} MiB over 3000 bad frames"
-    log = (Path(node.directory) / "output.log").read_text(errors="replace")
+    log = node.output(1)
     assert "Traceback" not in log and "internal error" not in log

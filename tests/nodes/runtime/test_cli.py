@@ -14,10 +14,17 @@ from pathlib import Path
 
 from nodes.runtime.kvclient import KvClient
 
-from ._procs import ROOT, free_port
 from ._support import run
 
 HOST = "127.0.0.1"
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((host, 0))
+        return s.getsockname()[1]
 
 
 def single_node_config(tmp_path: Path) -> tuple[Path, int]:

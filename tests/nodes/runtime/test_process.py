@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from checkers.epochs import check_events
+from harness.cluster_local import LocalCluster
+from harness.db.nodes import FAST_ELECTIONS
 from nodes.runtime.kvclient import KvClusterClient
 
-from ._procs import ProcCluster
 from ._support import run
 
 
@@ -24,7 +24,7 @@ def _agree(dumps: dict[str, list[dict[str, Any]]]) -> None:
             assert seen.setdefault(entry["offset"], entry) == entry, f"{name} diverges at {entry}"
 
 
-async def _scenario(cluster: ProcCluster) -> None:
+async def _scenario(cluster: LocalCluster) -> None:
     cluster.start_all()
     leader, epoch = await cluster.wait_leader(15)
     async with KvClusterClient(cluster.addresses(), timeout=5) as kv:
@@ -33,7 +33,8 @@ async def _scenario(cluster: ProcCluster) -> None:
         assert (await kv.cas("k", 19, "c")).type == "ok"
         assert await kv.read("k") == ("ok", "c", None, leader)
 
-        assert cluster.kill(leader) == -signal.SIGKILL
+        pid = cluster.kill(leader)
+        assert pid is not None and not cluster.alive(leader)  # SIGKILLed and gone
         new_leader, new_epoch = await cluster.wait_leader(15, exclude=[leader], min_epoch=epoch + 1)
         for i in range(20, 40):
             result = await kv.write("k", i)
@@ -51,12 +52,13 @@ async def _scenario(cluster: ProcCluster) -> None:
             await asyncio.sleep(0.05)
         else:
             raise AssertionError(f"the restarted node did not catch up: {statuses}")
-        online = {f"n{n}": await kv.client(n).dump_log() for n in cluster.nodes}
+        online = {f"n{n}": await kv.client(n).dump_log() for n in cluster.ids}
 
-    codes = cluster.terminate_all(10)
-    assert codes == {1: 0, 2: 0, 3: 0}, codes
+    assert cluster.terminate_all(10) == {"stopped": [1, 2, 3], "killed": []}  # all stopped on SIGTERM
+    for n in cluster.ids:  # … and said so as they exited, with exit code 0
+        assert cluster.output(n).rstrip().splitlines()[-1].endswith("stopped (exit code 0)"), cluster.tail(n)
 
-    offline = {f"n{n}": cluster.offline_dump(n) for n in cluster.nodes}
+    offline = {f"n{n}": cluster.offline_dump(n) for n in cluster.ids}
     for name, entries in online.items():
         assert offline[name][: len(entries)] == entries  # the admin API and dump-log agree
     _agree(offline)
@@ -64,18 +66,18 @@ async def _scenario(cluster: ProcCluster) -> None:
 
     result = check_events(cluster.events(), offline)
     assert result["valid"] is True, result
-    assert "recovered" in cluster.stderr_text(leader) and "log record(s)" in cluster.stderr_text(leader)
+    assert "recovered" in cluster.output(leader) and "log record(s)" in cluster.output(leader)
 
 
 @pytest.mark.slow
 def test_real_processes_kill_and_restart_the_leader(tmp_path: Path) -> None:
-    cluster = ProcCluster(tmp_path)
+    cluster = LocalCluster(tmp_path, 3, properties=FAST_ELECTIONS)
     try:
         run(_scenario(cluster), timeout=60)
     except BaseException:
-        for n in cluster.nodes:
-            print(f"---- n{n} stderr ----\n{cluster.stderr_text(n)[-4000:]}")
+        for n in cluster.ids:
+            print(f"---- n{n} output ----\n{cluster.output(n)[-4000:]}")
         raise
     finally:
-        cluster.cleanup()
-    assert not any(node.alive for node in cluster.nodes.values())
+        cluster.close()
+    assert not any(cluster.alive(n) for n in cluster.ids)

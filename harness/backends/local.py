@@ -1,5 +1,9 @@
 """The `local` backend: node processes on this machine, each on its own 127.0.0.x address.
 
+This is the one way local clusters are made: `kraftwerk test --backend local`, `kraftwerk cluster
+--backend local` (harness.cluster_local) and the tests and benchmarks (harness.cluster_local.LocalCluster)
+all get their hosts here and start a DB on them (harness.db).
+
 No root needed for kill, pause (signals) and clock faults (libfaketime LD_PRELOAD). Nodes
 bind their listeners to their own loopback address and — through the `localsite`
 sitecustomize put on their PYTHONPATH — their outgoing connections too, so a packet's
@@ -8,7 +12,9 @@ only): one iptables chain `KW-<cluster>` jumped to from INPUT holds
 `-s <sender> -d <receiver> -j DROP` rules; loopback traffic of anything else is untouched.
 
 Layout: `$KRAFTWERK_LOCAL_DIR` (default /tmp/kraftwerk-local-<uid>)/<cluster>/<node>/ per node,
-plus cluster.json; `down()` kills what a crashed run left and removes directory and chain.
+plus cluster.json; `down()` kills what a crashed run left and removes directory and chain. A
+cluster given its own `directory` (`kraftwerk cluster --dir`) keeps its files there: teardown stops
+its processes and leaves the directory.
 """
 
 from __future__ import annotations
@@ -22,15 +28,16 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from harness.backends.base import Backend, BackendError, Host
 from harness.control.netns import NetnsTransport
 from harness.nemesis.partitions import Grudge
 from harness.nemesis.real_net import PartitionNemesis, validate_grudge
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent  # holds the packages the node processes import
 LOCALSITE = Path(__file__).resolve().parent / "localsite"
 BASE_DIR = Path(os.environ.get("KRAFTWERK_LOCAL_DIR", f"/tmp/kraftwerk-local-{os.getuid()}"))
 CHAIN_PREFIX = "KW-"
@@ -49,69 +56,147 @@ def can_partition() -> str | None:
     return None
 
 
-def _free_port(address: str, taken: set[int]) -> int:
+def loopback_addresses(n: int, first: int = 2) -> list[str]:
+    """``127.0.0.first …`` n distinct addresses if they can be bound, else ``127.0.0.1`` n times."""
+    addresses = [f"127.0.0.{first + i}" for i in range(n)]
+    try:
+        for address in addresses:
+            with socket.socket() as s:
+                s.bind((address, 0))
+    except OSError:
+        return ["127.0.0.1"] * n
+    return addresses
+
+
+def _free_port(address: str, taken: set[tuple[str, int]]) -> int:
     for _ in range(100):
         with socket.socket() as s:
             s.bind((address, 0))
             port = s.getsockname()[1]
-        if port not in taken:
-            taken.add(port)
+        if (address, port) not in taken:
+            taken.add((address, port))
             return port
     raise BackendError(f"no free port on {address}")
 
 
+def _check_port(address: str, port: int) -> None:
+    try:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((address, port))
+    except OSError as exc:
+        raise BackendError(f"--base-port: {address}:{port} cannot be bound ({exc.strerror or exc})") from None
+
+
 class LocalBackend(Backend):
-    """Processes on 127.0.0.x (x chosen per cluster), ports chosen free; `ports[name]` = (controller, client)."""
+    """Processes on 127.0.0.x, ports chosen free (or from `base_port`); `ports[name]` = (controller, client).
+
+    Without `directory`, a cluster lives in `base_dir/<cluster id>` and its addresses start at an offset
+    chosen by the cluster id (clusters of parallel runs do not share addresses, so partitions of one do not
+    cut another); with `directory`, its nodes live in `directory/<node>` from 127.0.0.`first`."""
 
     kind = "local"
+    listen_any = False  # every node has its own 127.0.0.x address on the one loopback interface
 
-    def __init__(self, cluster_id: str | None = None, base_dir: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        cluster_id: str | None = None,
+        base_dir: str | os.PathLike[str] | None = None,
+        *,
+        directory: str | os.PathLike[str] | None = None,
+        first: int | None = None,
+        base_port: int | None = None,
+        python: str = sys.executable,
+    ) -> None:
         super().__init__(cluster_id)
         self.base_dir = Path(base_dir) if base_dir is not None else BASE_DIR
-        self.dir = self.base_dir / self.cluster_id
+        self.own_dir = directory is not None
+        self.dir = Path(directory) if directory is not None else self.base_dir / self.cluster_id
+        self.first = first
+        self.base_port = base_port
+        self.python = python
         self.ports: dict[str, tuple[int, int]] = {}
 
     def _create(self, names: list[str]) -> list[Host]:
         if len(names) > 200:
             raise BackendError("the local backend has room for at most 200 nodes")
-        first = 2 + int(self.cluster_id, 16) % (253 - len(names))
+        if self.base_port is not None and not 1024 <= self.base_port <= 65535 - 2 * len(names):
+            raise BackendError(f"--base-port: {self.base_port} leaves no room for {len(names)} nodes (2 ports each)")
+        first = self.first if self.first is not None else 2 + int(self.cluster_id, 16) % (253 - len(names))
+        addresses = loopback_addresses(len(names), first)
         self.dir.mkdir(parents=True, exist_ok=True)
-        hosts, taken = [], set()
-        for i, name in enumerate(names):
-            address = f"127.0.0.{first + i}"
-            try:
+        hosts: list[Host] = []
+        taken: set[tuple[str, int]] = set()
+        for i, (name, address) in enumerate(zip(names, addresses)):
+            if self.base_port is not None:
+                client, controller = self.base_port + 2 * i, self.base_port + 2 * i + 1
+                _check_port(address, client)
+                _check_port(address, controller)
+                self.ports[name] = (controller, client)
+            else:
                 self.ports[name] = (_free_port(address, taken), _free_port(address, taken))
-            except OSError as e:
-                raise BackendError(f"cannot bind {address} ({e}): the local backend needs all of 127/8 on lo") from e
             workdir = self.dir / name
             workdir.mkdir(parents=True, exist_ok=True)
-            hosts.append(
-                Host(
-                    name=name,
-                    address=address,
-                    control=NetnsTransport(name, None),
-                    workdir=str(workdir),
-                    iface="lo",
-                    python=sys.executable,
-                    pythonpath=str(ROOT),
-                    faketime_sitedir=str(LOCALSITE),
-                )
-            )
-        state = {
-            "cluster": self.cluster_id,
-            "created": time.time(),
-            "nodes": [{"name": h.name, "address": h.address, "ports": self.ports[h.name]} for h in hosts],
-        }
-        (self.dir / "cluster.json").write_text(json.dumps(state) + "\n")
+            hosts.append(self.host_at(name, address, str(workdir), self.python, str(ROOT)))
+        if not self.own_dir:
+            state = {
+                "cluster": self.cluster_id,
+                "created": time.time(),
+                "nodes": [{"name": h.name, "address": h.address, "ports": self.ports[h.name]} for h in hosts],
+            }
+            (self.dir / "cluster.json").write_text(json.dumps(state) + "\n")
         return hosts
 
+    @staticmethod
+    def host_at(name: str, address: str, workdir: str, python: str, pythonpath: str) -> Host:
+        """The host record of a local node (also to rebuild the hosts of a running cluster in another process)."""
+        return Host(
+            name=name,
+            address=address,
+            control=NetnsTransport(name, None),
+            workdir=workdir,
+            iface="lo",
+            python=python,
+            pythonpath=pythonpath,
+            faketime_sitedir=str(LOCALSITE),
+        )
+
+    def attach(self, records: Sequence[Mapping[str, Any]]) -> list[Host]:
+        """Take over a running cluster from its host records (name, address, workdir, python, pythonpath,
+        ports): `kraftwerk cluster kill|start|down` in a process other than the one that started it."""
+        self.hosts = []
+        for rec in records:
+            self.ports[rec["name"]] = tuple(rec["ports"])  # type: ignore[assignment]
+            self.hosts.append(
+                self.host_at(rec["name"], rec["address"], rec["workdir"], rec["python"], rec["pythonpath"])
+            )
+        return self.hosts
+
+    def record(self, h: Host) -> dict[str, Any]:
+        """What `attach` needs of a host."""
+        return {
+            "name": h.name,
+            "address": h.address,
+            "workdir": h.workdir,
+            "python": h.python,
+            "pythonpath": h.pythonpath,
+            "ports": list(self.ports[h.name]),
+        }
+
     def _destroy(self) -> None:
-        destroy(self.cluster_id, self.base_dir)
+        if self.own_dir:
+            _kill_pidfiles(self.dir)
+        else:
+            destroy(self.cluster_id, self.base_dir)
 
     @staticmethod
     def node_env(host: Host) -> dict[str, str]:
         """Environment that makes a node's outgoing connections leave from its own address."""
         return {"KRAFTWERK_BIND_ADDRESS": host.address}
+
+    def partition_nemesis(self, hosts: list[Host]) -> LocalPartitionNemesis:
+        """Partitions between loopback addresses (root only)."""
+        return LocalPartitionNemesis(hosts, self.cluster_id)
 
 
 class LocalPartitionNemesis(PartitionNemesis):
@@ -196,11 +281,7 @@ def destroy(cluster_id: str, base_dir: Path | None = None) -> list[str]:
     removed = []
     d = (base_dir or BASE_DIR) / cluster_id
     if d.exists():
-        control = NetnsTransport("local", None)
-        for pidfile in sorted(d.glob("*/*.pid")):
-            with contextlib.suppress(Exception):
-                if control.kill_daemon(str(pidfile), timeout=5) is not None:
-                    removed.append(f"process {pidfile}")
+        removed += _kill_pidfiles(d)
     chain = chain_name(cluster_id)
     if chain in _chains():
         remove_chain(chain)
@@ -209,6 +290,17 @@ def destroy(cluster_id: str, base_dir: Path | None = None) -> list[str]:
         shutil.rmtree(d, ignore_errors=True)
         removed.append(f"dir {d}")
     return removed
+
+
+def _kill_pidfiles(directory: Path) -> list[str]:
+    """SIGKILL every daemon with a pidfile in directory/<node>/; what was killed."""
+    killed = []
+    control = NetnsTransport("local", None, use_agent=False)
+    for pidfile in sorted(directory.glob("*/*.pid")):
+        with contextlib.suppress(Exception):
+            if control.kill_daemon(str(pidfile), timeout=5) is not None:
+                killed.append(f"process {pidfile}")
+    return killed
 
 
 def leftovers(base_dir: Path | None = None) -> list[str]:

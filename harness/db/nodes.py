@@ -1,4 +1,8 @@
-"""The system under test on real hosts: node.properties, node daemons, readiness, log collection.
+"""Our nodes as a DB (harness.db.protocol): node.properties, node daemons, readiness, log collection.
+
+The one place outside the simulator where the harness imports `nodes`: the bugs the nodes know,
+their configuration check, the admin and Kafka probes of `kraftwerk cluster`, and the offline
+log dump all live here.
 
 Each host runs one `python -m nodes --config <workdir>/node.properties` daemon (pidfile and
 output in its workdir, data and events.jsonl in <workdir>/data). The harness talks to the
@@ -7,7 +11,7 @@ epoch, leader), which is how "leader" fault targets are resolved and how readine
 At the end `collect` stops the nodes, dumps each committed log (`python -m nodes dump-log`)
 and copies events.jsonl, node.log and the daemon output into the run directory.
 
-With `broker=True` (the queue workload) every node also runs the broker role
+With `broker=True` (the queue workload, `kraftwerk cluster`) every node also runs the broker role
 (process.roles=controller,broker): Kafka clients use the same client listener, readiness also
 waits for every broker to be registered and unfenced, "leader" fault targets are the busiest
 partition leader, and `collect` first asks every running node for its committed partition
@@ -22,24 +26,55 @@ import contextlib
 import heapq
 import json
 import shlex
+import socket
+import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import nodes
 from harness.backends.base import Host
 from harness.control.base import ControlError, DaemonSpec
+from harness.db.protocol import ClusterNotReady, EnvSource
 from harness.nemesis.real_common import on_hosts
+from nodes.kafka import protocol as kp
+from nodes.raft.bugs import ALL_BUGS
+from nodes.runtime import framing
+from nodes.runtime.config import ConfigError, load_config
+from nodes.runtime.kvapi import ADMIN_DESCRIBE
 from nodes.runtime.kvclient import KvClient
+
+__all__ = [
+    "BROKER_DEFAULTS",
+    "BROKER_PROPERTIES",
+    "BUGS",
+    "ClusterNotReady",
+    "NODES_ROOT",
+    "NodeDB",
+    "check_settings",
+    "merge_events",
+]
 
 CONTROLLER_PORT = 9093
 CLIENT_PORT = 9092
-
-EnvSource = Callable[[Host], Mapping[str, str]]
 FATAL = "stopping: fatal: "  # node.log line of a node whose raft core stopped on an illegal state (exit 3)
 
+BUGS: frozenset[str] = frozenset(ALL_BUGS)
+"""The seeded bugs the nodes know (`--bug NAME`)."""
 
-# broker timings shorter than Kafka's (9 s, 2 s, 30 s), as in the simulator: a fault of a few
+NODES_ROOT = str(Path(nodes.__file__).resolve().parents[1])
+"""The directory holding the `nodes` package on this machine (PYTHONPATH of local nodes)."""
+
+BROKER_DEFAULTS: dict[str, str] = {
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "500",
+    "replica.lag.time.max.ms": "10000",
+}
+"""Broker timings of `kraftwerk cluster` (Kafka's defaults are 9000/2000/30000): a killed broker's
+partitions move within seconds. ``--override`` replaces any of them."""
+
+# a test's broker timings, shorter than Kafka's (9 s, 2 s, 30 s), as in the simulator: a fault of a few
 # seconds fences a broker, moves its partitions and shrinks ISRs
 BROKER_PROPERTIES = {
     "broker.session.timeout.ms": "3000",
@@ -60,12 +95,114 @@ def broker_properties(options: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-class ClusterNotReady(RuntimeError):
-    """The nodes did not elect a leader and answer within the time allowed."""
+FAST_ELECTIONS: dict[str, str] = {
+    "controller.quorum.election.timeout.ms": "300",
+    "controller.quorum.fetch.timeout.ms": "600",
+    "controller.quorum.election.backoff.max.ms": "300",
+    "controller.quorum.request.timeout.ms": "300",
+    "controller.quorum.retry.backoff.ms": "20",
+}
+"""Quorum timings for small loopback clusters in tests: a leader within a second of a kill."""
+
+
+def unknown_bugs(bugs: Iterable[str]) -> list[str]:
+    """The names in `bugs` that are not seeded bugs of the nodes, sorted."""
+    return sorted(set(bugs) - BUGS)
+
+
+def check_settings(settings: Mapping[str, str]) -> str | None:
+    """None if every node.properties setting is one a node accepts, else the node's complaint."""
+    sample = {
+        "node.id": "1",
+        "process.roles": "controller,broker",
+        "controller.quorum.voters": "1@10.0.0.1:9093",
+        "listeners": "CONTROLLER://0.0.0.0:9093,CLIENT://0.0.0.0:9092",
+        "log.dirs": "/nonexistent",
+        **settings,
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "node.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in sample.items()), encoding="utf-8")
+        try:
+            load_config(path)
+        except ConfigError as exc:
+            return str(exc)
+    return None
+
+
+# --- blocking probes (for commands that run without an event loop) -------------------------------
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = sock.recv(n)
+        if not chunk:
+            raise ConnectionError("connection closed")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _call(host: str, port: int, api_key: int, version: int, body: bytes, timeout: float) -> memoryview:
+    request_hv, response_hv = kp.header_versions(api_key, version)
+    frame = framing.encode_request(api_key, version, 1, body, client_id="kraftwerk-cluster", header_version=request_hv)
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.settimeout(timeout)
+        sock.sendall(frame)
+        size = int.from_bytes(_recv_exact(sock, 4), "big", signed=True)
+        if not 0 <= size <= 64 * 1024 * 1024:
+            raise ConnectionError(f"bad response size {size}")
+        _, payload = framing.decode_response(_recv_exact(sock, size), response_hv)
+    return payload
+
+
+def describe_at(address: str, port: int, timeout: float = 1.0) -> dict[str, Any] | None:
+    """A node's AdminDescribe status at (address, port), or None if it does not answer."""
+    try:
+        return json.loads(bytes(_call(address, port, ADMIN_DESCRIBE, 0, b"", timeout)))
+    except (OSError, ValueError):
+        return None
+
+
+def metadata_at(
+    address: str, port: int, topics: list[str] | None = None, timeout: float = 1.0
+) -> kp.MetadataResponse | None:
+    """A Kafka Metadata (v9) answer from the node at (address, port), or None."""
+    request = kp.MetadataRequest(
+        topics=None if topics is None else [kp.MetadataRequestTopic(name=t) for t in topics],
+        allow_auto_topic_creation=False,
+    )
+    try:
+        body = _call(address, port, kp.ApiKey.METADATA, 9, request.encode(9), timeout)
+        return kp.MetadataResponse.decode(body, 9)
+    except (OSError, ValueError):
+        return None
+
+
+def not_rejoined(status: Mapping[str, Any] | None) -> str | None:
+    """Why a restarted node (its AdminDescribe status) has not rejoined yet; None once it has: it
+    answers, knows the leader and its broker is unfenced."""
+    if status is None:
+        return "no answer"
+    if status.get("leader") is None:
+        return "no leader known"
+    if (status.get("broker") or {}).get("fenced", True):
+        return "broker not unfenced yet"
+    return None
+
+
+class PartitionLeaderError(LookupError):
+    """No leader can be named for a partition; `bad_input` if the topic or partition does not exist."""
+
+    def __init__(self, message: str, bad_input: bool = False) -> None:
+        super().__init__(message)
+        self.bad_input = bad_input
 
 
 class NodeDB:
-    """Configure, start, watch, stop and collect the node processes of a set of hosts."""
+    """Our nodes as a DB (harness.db.protocol.DB): configure, start, watch, stop and collect the node
+    processes of a set of hosts (named n<id>)."""
 
     def __init__(
         self,
@@ -157,7 +294,24 @@ class NodeDB:
             env=env,
         )
 
+    def log_files(self, h: Host) -> dict[str, str]:
+        """{path on the host: name under nodes/<node>/ in the run directory}."""
+        return {
+            f"{self.data_dir(h)}/events.jsonl": "events.jsonl",
+            f"{self.data_dir(h)}/node.log": "node.log",
+            self.logfile(h): "node.out",
+            self.config_path(h): "node.properties",
+        }
+
     # ------------------------------------------------------------------ life cycle
+    def setup(self) -> None:
+        """Write every node's node.properties (and data directory)."""
+        self.install()
+
+    def teardown(self) -> None:
+        """Stop every node that still runs (files stay)."""
+        self.stop_all()
+
     def install(self) -> None:
         """Write every node's node.properties (and data directory)."""
 
@@ -175,6 +329,64 @@ class NodeDB:
     def start_all(self) -> None:
         self._started = True
         on_hosts(self.hosts, lambda h: h.control.start_daemon(self.spec(h)))
+
+    def start(self, name: str) -> int | None:
+        """Start one node again (same node.properties and data); its pid."""
+        h = self.by_name[name]
+        return h.control.start_daemon(self.spec(h))
+
+    def kill(self, name: str) -> int | None:
+        """SIGKILL one node (and wait until it is gone); the pid it had, None if it was not running."""
+        h = self.by_name[name]
+        return h.control.kill_daemon(self.pidfile(h))
+
+    def pause(self, name: str) -> int | None:
+        h = self.by_name[name]
+        return h.control.pause_daemon(self.pidfile(h))
+
+    def resume(self, name: str) -> int | None:
+        h = self.by_name[name]
+        return h.control.resume_daemon(self.pidfile(h))
+
+    def signal(self, name: str, sig: int) -> int | None:
+        h = self.by_name[name]
+        return h.control.signal_daemon(self.pidfile(h), sig)
+
+    def stop(self, name: str, timeout: float = 10.0) -> int | None:
+        """Graceful stop of one node (SIGTERM, SIGKILL after `timeout`)."""
+        h = self.by_name[name]
+        return h.control.stop_daemon(self.pidfile(h), timeout=timeout)
+
+    def pid(self, name: str) -> int | None:
+        """The pid of a running node, else None."""
+        h = self.by_name[name]
+        return h.control.daemon_status(self.pidfile(h)).pid
+
+    def output(self, name: str) -> str:
+        """The daemon output (stdout and stderr) of one node so far ("" if there is none)."""
+        h = self.by_name[name]
+        try:
+            return h.control.get_file(self.logfile(h)).decode(errors="replace")
+        except ControlError:
+            return ""
+
+    def offline_dump(self, name: str) -> list[dict[str, Any]]:
+        """`python -m nodes dump-log` of a stopped node's data directory (ControlError if it fails)."""
+        h = self.by_name[name]
+        env = {"PYTHONPATH": h.pythonpath} if h.pythonpath else {}
+        r = h.control.run([h.python, "-m", "nodes", "dump-log", "--dir", self.data_dir(h)], env=env, timeout=120)
+        if not r.ok:
+            raise ControlError(f"{name}: dump-log failed: {r.stderr.strip()[-200:]}")
+        return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        """One node's events.jsonl as it is now (a torn last line is skipped)."""
+        h = self.by_name[name]
+        try:
+            text = h.control.get_file(f"{self.data_dir(h)}/events.jsonl").decode(errors="replace")
+        except ControlError:
+            return []
+        return _parse_lines(text)[0]
 
     def stop_all(self, timeout: float = 10.0) -> None:
         """Graceful stop (SIGCONT + SIGTERM, SIGKILL after `timeout`) of every node still running."""
@@ -296,6 +508,63 @@ class NodeDB:
     def running(self) -> dict[str, bool]:
         return on_hosts(self.hosts, lambda h: h.control.daemon_status(self.pidfile(h)).running)
 
+    # ------------------------------------------------------------------ blocking probes (no event loop)
+    def describe_now(self, name: str, timeout: float = 1.0) -> dict[str, Any] | None:
+        """A node's AdminDescribe status, or None (blocking)."""
+        return describe_at(*self.endpoints()[name], timeout=timeout)
+
+    def ready_now(self, names: Sequence[str] | None = None) -> tuple[bool, str]:
+        """Is there one agreed leader, and is every broker registered, unfenced and listed by every node?"""
+        names = list(names) if names is not None else [h.name for h in self.hosts]
+        statuses = {n: self.describe_now(n) for n in names}
+        silent = [n for n, s in statuses.items() if s is None]
+        if silent:
+            return False, f"no answer from node(s) {silent}"
+        leaders = {s.get("leader") for s in statuses.values() if s is not None}
+        if len(leaders) != 1 or None in leaders:
+            return False, f"no agreed leader yet ({sorted(map(str, leaders))})"
+        if self.broker:
+            fenced = [n for n, s in statuses.items() if s and (s.get("broker") or {}).get("fenced", True)]
+            if fenced:
+                return False, f"broker(s) {fenced} not registered/unfenced yet"
+            for n in names:
+                md = metadata_at(*self.endpoints()[n])
+                if md is None or len(md.brokers) < len(self.hosts):
+                    return False, f"node {n} does not list every broker yet"
+        return True, "ready"
+
+    def rejoined_now(self, name: str) -> str | None:
+        """Why a restarted node has not rejoined yet (None once it has)."""
+        return not_rejoined(self.describe_now(name))
+
+    def partition_leader_now(self, topic: str, partition: int, names: Iterable[str] | None = None) -> str:
+        """The leader of (topic, partition) as the Metadata of `names` (default: every node) says, highest
+        leader epoch winning; PartitionLeaderError if none can be named."""
+        best: tuple[int, int] | None = None
+        known = answered = False
+        for name in names if names is not None else [h.name for h in self.hosts]:
+            md = metadata_at(*self.endpoints()[name], [topic])
+            if md is None:
+                continue
+            answered = True
+            for t in md.topics:
+                if t.name != topic or t.error_code:
+                    continue
+                known = True
+                for p in t.partitions:
+                    ok = p.partition_index == partition and p.leader_id >= 0
+                    if ok and (best is None or p.leader_epoch > best[1]):
+                        best = (p.leader_id, p.leader_epoch)
+                if not any(p.partition_index == partition for p in t.partitions):
+                    raise PartitionLeaderError(f"topic {topic!r} has no partition {partition}", bad_input=True)
+        if not answered:
+            raise PartitionLeaderError("no live node answers Metadata")
+        if not known:
+            raise PartitionLeaderError(f"topic {topic!r} does not exist", bad_input=True)
+        if best is None:
+            raise PartitionLeaderError(f"{topic}:{partition} has no leader right now")
+        return f"n{best[0]}"
+
     # ------------------------------------------------------------------ collection
     def collect(self, run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]], dict[str, Any]]:
         """Stop the nodes, then gather (merged events, committed-log dumps, notes) into run_dir.
@@ -312,12 +581,7 @@ class NodeDB:
         def fetch(h: Host) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
             out = run_dir / "nodes" / h.name
             out.mkdir(parents=True, exist_ok=True)
-            for remote, local in (
-                (f"{self.data_dir(h)}/events.jsonl", "events.jsonl"),
-                (f"{self.data_dir(h)}/node.log", "node.log"),
-                (self.logfile(h), "node.out"),
-                (self.config_path(h), "node.properties"),
-            ):
+            for remote, local in self.log_files(h).items():
                 try:
                     (out / local).write_bytes(h.control.get_file(remote))
                 except ControlError:
@@ -330,12 +594,11 @@ class NodeDB:
             events, bad = _parse_jsonl(out / "events.jsonl")
             if bad:
                 notes["bad-event-lines"][h.name] = bad
-            env = {"PYTHONPATH": h.pythonpath} if h.pythonpath else {}
-            r = h.control.run([h.python, "-m", "nodes", "dump-log", "--dir", self.data_dir(h)], env=env, timeout=120)
-            if not r.ok:
-                notes["missing"].append(f"{h.name}:dump-log ({r.stderr.strip()[-200:]})")
+            try:
+                return events, self.offline_dump(h.name)
+            except ControlError as e:
+                notes["missing"].append(f"{h.name}:dump-log ({e})")
                 return events, None
-            return events, [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
 
         fetched = on_hosts(self.hosts, fetch)
         per_node = [fetched[h.name][0] for h in self.hosts]
@@ -379,8 +642,12 @@ def _parse_jsonl(path: Path) -> tuple[list[dict[str, Any]], int]:
     """Objects of a JSONL file; unparsable lines (a torn last line after a kill) are skipped and counted."""
     if not path.exists():
         return [], 0
+    return _parse_lines(path.read_text(encoding="utf-8", errors="replace"))
+
+
+def _parse_lines(text: str) -> tuple[list[dict[str, Any]], int]:
     rows, bad = [], 0
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in text.splitlines():
         if not line.strip():
             continue
         try:
