@@ -76,7 +76,7 @@ def test_the_registry_makes_the_register_and_names_the_choices() -> None:
     w = registry.make("register", ["n2", "n10", "n1"], 5, keys=2)
     assert isinstance(w, Register) and w.nodes == ["n1", "n2", "n10"] and w.model == "cas-register"
     assert w.setup() is None
-    with pytest.raises(ValueError, match="unknown workload 'nope' \\(one of register"):
+    with pytest.raises(ValueError, match="unknown workload 'nope' \\(one of queue, register\\)"):
         registry.make("nope", NODES, 1)
 
 
