@@ -233,7 +233,9 @@ class Simulation:
                 keys=opts.keys,
                 ops_per_key=opts.ops_per_key,
             )
-            self.core = Core(opts.concurrency, self.recorder, lambda: self.sched.now, rng=self._rng("interpreter"))
+            # no nemesis thread: the simulator's faults come from the scheduler, at the schedule's times
+            clock = lambda: self.sched.now  # noqa: E731
+            self.core = Core(opts.concurrency, self.recorder, clock, rng=self._rng("interpreter"), nemesis=False)
             self.interpreter = SimInterpreter(self.core, self.sched, SimTransport(self), self.workload.client)
         plans: dict[int, list[dict[str, Any]]] = {slot: [] for slot in range(opts.concurrency)}
         for i, step in enumerate(sorted(opts.ops or [], key=lambda s: s["at"])):
