@@ -62,6 +62,7 @@ class Core:
         rng: random.Random | None = None,
         listener: Listener | None = None,
         log: Callable[[str], None] | None = None,
+        nemesis: bool = True,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -72,14 +73,17 @@ class Core:
         self.listener = listener
         self.log = log or (lambda msg: None)
         self.workers: dict[Any, Any] = {t: t for t in range(concurrency)}
-        self.workers[NEMESIS] = NEMESIS
+        if nemesis:  # the nemesis thread (a runtime that injects faults by itself needs none)
+            self.workers[NEMESIS] = NEMESIS
         self.free: set[Any] = set(self.workers)
+        self._threads = {p: t for t, p in self.workers.items()}  # process -> thread
         self.ops: list[dict[str, Any]] = []  # realised client operations (schedule.json "ops")
         self.nemesis_log: list[dict[str, Any]] = []  # realised nemesis events
         self.ops_origin = 0
         self.gen: Generator | None = None
         self.pending = False
         self._waiting: list[tuple[int, int, dict[str, Any]]] = []  # (time, seq, op): emitted, not yet due
+        self._reserved: set[Any] = set()  # the threads of the waiting ops
         self._seq = 0
 
     def context(self, reserved: frozenset[Any] = frozenset()) -> Context:
@@ -96,15 +100,13 @@ class Core:
         return self.gen is None and not self._waiting and not self.busy
 
     def thread_of(self, process: Any) -> Any:
-        for t, p in self.workers.items():
-            if p == process:
-                return t
-        return None
+        return self._threads.get(process)
 
     def start(self, generator: Generator | None) -> None:
         """Run `generator` next (the previous one is dropped with the ops it had not started)."""
         self.gen = generator
         self._waiting = []
+        self._reserved = set()
         self.pending = False
 
     def poll(self) -> list[tuple[Any, dict[str, Any]]]:
@@ -118,11 +120,14 @@ class Core:
         self.pending = False
         while True:
             while self._waiting and self._waiting[0][0] <= self.clock():
-                started.append(self._dispatch(heapq.heappop(self._waiting)[2]))
+                op = heapq.heappop(self._waiting)[2]
+                self._reserved.discard(self._threads.get(op["process"]))
+                started.append(self._dispatch(op))
             if self.gen is None:
                 return started
-            reserved = frozenset(self.thread_of(op["process"]) for _, _, op in self._waiting)
-            r = self.gen.op(self.context(reserved))
+            if self.free <= self._reserved:
+                return started  # no thread to run an op on: only a completion can change that
+            r = self.gen.op(self.context(frozenset(self._reserved)))
             if r is None:
                 self.gen = None
                 return started
@@ -134,6 +139,7 @@ class Core:
                 self.log(str(op.get("value")))
                 continue
             heapq.heappush(self._waiting, (op["time"], self._seq, op))
+            self._reserved.add(self._threads.get(op["process"]))
             self._seq += 1
 
     def wake_in(self) -> int | None:
@@ -145,7 +151,7 @@ class Core:
 
     def _dispatch(self, op: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         ctx = self.context()
-        thread = ctx.thread_of(op["process"])
+        thread = self._threads.get(op["process"])
         if thread is None or thread not in self.free:
             raise RuntimeError(f"generator emitted {op!r} for a busy or unknown process")
         self.free.discard(thread)
@@ -199,8 +205,10 @@ class Core:
                 "error": c.error,
                 "time": rec.time,
             }
-            if c.type == "info":
-                self.workers[thread] = process + self.concurrency  # a crashed process never comes back
+            if c.type == "info":  # a crashed process never comes back
+                self.workers[thread] = process + self.concurrency
+                del self._threads[process]
+                self._threads[process + self.concurrency] = thread
         self.free.add(thread)
         self._notify(event)
         if self.gen is not None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 NEMESIS = "nemesis"
@@ -38,8 +38,8 @@ Thread = Hashable
 Result = tuple[Any, "Generator | None"] | None
 
 
-def _thread_key(t: Thread) -> tuple[int, str]:
-    return (1, str(t)) if isinstance(t, str) else (0, f"{t:012d}")
+def _thread_key(t: Thread) -> tuple[int, Any, str]:
+    return (1, 0, t) if isinstance(t, str) else (0, t, "")
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class Context:
 
     def restrict(self, pred: Callable[[Thread], bool]) -> Context:
         workers = {t: p for t, p in self.workers.items() if pred(t)}
-        return replace(self, workers=workers, free=frozenset(t for t in self.free if t in workers))
+        return Context(self.time, workers, frozenset(t for t in self.free if t in workers), self.rng)
 
     def all_free(self) -> bool:
         return set(self.workers) <= self.free
@@ -355,7 +355,8 @@ class Stagger(Generator):
     def update(self, ctx: Context, event: Op) -> Generator | None:
         if self.gen is None:
             return self
-        return type(self)(self.dt, self.gen.update(ctx, event), self.next_time)
+        nxt = self.gen.update(ctx, event)
+        return self if nxt is self.gen else type(self)(self.dt, nxt, self.next_time)
 
 
 class Delay(Stagger):
@@ -384,7 +385,10 @@ class TimeLimit(Generator):
         return op, TimeLimit(self.dt, nxt, deadline)
 
     def update(self, ctx: Context, event: Op) -> Generator | None:
-        return TimeLimit(self.dt, self.gen.update(ctx, event), self.deadline) if self.gen is not None else self
+        if self.gen is None:
+            return self
+        nxt = self.gen.update(ctx, event)
+        return self if nxt is self.gen else TimeLimit(self.dt, nxt, self.deadline)
 
 
 class Sleep(Generator):
@@ -430,23 +434,38 @@ class Synchronize(Generator):
 class OnThreads(Generator):
     """`gen` sees (and schedules) only the threads for which `pred(thread)` holds."""
 
-    def __init__(self, pred: Callable[[Thread], bool], gen: Generator | None) -> None:
+    def __init__(
+        self, pred: Callable[[Thread], bool], gen: Generator | None, scope: tuple[frozenset, frozenset] | None = None
+    ) -> None:
         self.pred, self.gen = pred, gen
+        self._scope = scope  # (threads of the last context, those of them in scope): pred asked once per set
+
+    def _restrict(self, ctx: Context) -> Context:
+        scope = self._scope
+        if scope is None or scope[0] != ctx.workers.keys():
+            threads = frozenset(ctx.workers)
+            scope = self._scope = (threads, frozenset(t for t in threads if self.pred(t)))
+        inside = scope[1]
+        workers = {t: p for t, p in ctx.workers.items() if t in inside}
+        return Context(ctx.time, workers, ctx.free & inside, ctx.rng)
 
     def op(self, ctx: Context) -> Result:
         if self.gen is None:
             return None
-        r = self.gen.op(ctx.restrict(self.pred))
+        r = self.gen.op(self._restrict(ctx))
         if r is None:
             return None
         op, nxt = r
-        return op, OnThreads(self.pred, nxt)
+        return op, OnThreads(self.pred, nxt, self._scope)
 
     def update(self, ctx: Context, event: Op) -> Generator | None:
+        if self.gen is None or type(self.gen).update is Generator.update:
+            return self  # the generator inside ignores events
         t = ctx.thread_of(event.get("process"))
-        if self.gen is None or t is None or not self.pred(t):
+        if t is None or not self.pred(t):
             return self
-        return OnThreads(self.pred, self.gen.update(ctx.restrict(self.pred), event))
+        nxt = self.gen.update(self._restrict(ctx), event)
+        return self if nxt is self.gen else OnThreads(self.pred, nxt, self._scope)
 
 
 class EachThread(Generator):

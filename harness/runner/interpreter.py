@@ -127,7 +127,11 @@ class Interpreter:
         if current is not None:
             await _close(current[1], current[2])
         client = self.client_factory(thread, process)
-        conn = self.transport() if self.transport is not None and hasattr(client, "receive") else None
+        conn = None
+        if hasattr(client, "receive"):  # sans-IO
+            if self.transport is None:
+                raise ValueError("a sans-IO client needs the interpreter's transport")
+            conn = self.transport()
         self._clients[thread] = (process, client, conn)
         return client, conn
 

@@ -202,7 +202,9 @@ class Simulation:
                 disk_latency_ms=(1.0 + opts.fsync_delay_ms, 10.0 + opts.fsync_delay_ms),
             )
         self.transport = SimTransport(self)
-        self.core = Core(opts.concurrency, self.recorder, lambda: self.sched.now, rng=self._rng("interpreter"))
+        # no nemesis thread: the simulator's faults come from the scheduler, at the schedule's times
+        clock = lambda: self.sched.now  # noqa: E731
+        self.core = Core(opts.concurrency, self.recorder, clock, rng=self._rng("interpreter"), nemesis=False)
         self.interpreter = SimInterpreter(self.core, self.sched, self.transport, self.workload.client)
         plans: dict[int, list[dict[str, Any]]] = {slot: [] for slot in range(opts.concurrency)}
         for i, step in enumerate(sorted(opts.ops or [], key=lambda s: s["at"])):
@@ -430,7 +432,8 @@ class Simulation:
 
     def _setup(self, setup: gen.Generator) -> None:
         """Run the workload's setup on clients of its own (its operations are not part of the history)."""
-        core = Core(self.opts.concurrency, Recorder(lambda: self.sched.now), lambda: self.sched.now)
+        clock = lambda: self.sched.now  # noqa: E731
+        core = Core(self.opts.concurrency, Recorder(clock), clock, nemesis=False)
         SimInterpreter(core, self.sched, self.transport, self.workload.client).start(gen.clients(setup))
         self.sched.run_until(self.sched.now + int(SETUP_WITHIN_SECONDS * SECOND), stop=lambda: core.finished)
         if not core.finished:

@@ -72,4 +72,4 @@ class SimInterpreter:
             return
         assert isinstance(step, Completion)
         self.core.complete(thread, op, step)
-        self._wake_after(0)
+        self._wake()
