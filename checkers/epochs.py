@@ -17,6 +17,12 @@ Anomalies (see DESIGN.md, "Node events"):
 
 Events of one node are ordered by their order in the input; ``time`` (a node's own, possibly skewed
 clock) is never used. The scan is a single pass, linear in the number of events plus log entries.
+
+The same bookkeeping checks runs as they happen: :class:`EpochChecker` takes one event at a time
+(the raft and broker tests feed it their nodes' events), and its parts -- :class:`Claims` (one
+leader per key), :class:`Monotonic` (a per-node value never goes down) and :class:`CommittedLog`
+(one entry per committed offset) -- are what the simulator's invariants (``harness/sim/invariants.py``)
+are built on.
 """
 
 from __future__ import annotations
@@ -34,6 +40,10 @@ __all__ = [
     "ANOMALY_TYPES",
     "MAX_EXAMPLES",
     "ROLES",
+    "Claims",
+    "CommittedLog",
+    "EpochChecker",
+    "Monotonic",
     "check_epochs",
     "check_events",
     "load_events",
@@ -89,8 +99,76 @@ def _name_field(ev: dict, key: str, required: bool) -> str | None:
     return value
 
 
-class _Checker:
-    """Single-pass state for one event stream; call ``feed`` per event, then ``finish``."""
+class Claims:
+    """Who leads each key (an epoch, or a (partition, leader epoch)), from claims made by a leader
+    itself (``own``) or by another node: per leader, its first own claim and its first observed one."""
+
+    __slots__ = ("by_key",)
+
+    def __init__(self) -> None:
+        self.by_key: dict[Any, dict[Any, list[Any]]] = {}
+
+    def add(self, key: Any, leader: Any, own: bool, ref: Any) -> bool:
+        """Record a claim; True when it names a further leader for a key that already had one."""
+        by_leader = self.by_key.get(key)
+        if by_leader is None:
+            self.by_key[key] = {leader: [ref, None] if own else [None, ref]}
+            return False
+        slot = by_leader.get(leader)
+        if slot is None:
+            by_leader[leader] = [ref, None] if own else [None, ref]
+            return True
+        if own:
+            if slot[0] is None:
+                slot[0] = ref
+        elif slot[1] is None:
+            slot[1] = ref
+        return False
+
+    def conflicts(self) -> list[Any]:
+        """The keys with two leaders or more, sorted."""
+        return sorted(k for k, v in self.by_key.items() if len(v) > 1)
+
+
+class Monotonic:
+    """A per-node value that must never go down, restarts included (an epoch, a high watermark)."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        self.last: dict[Any, tuple[int, Any, int]] = {}  # node -> (value, ref, generation)
+
+    def observe(self, node: Any, value: int, ref: Any, generation: int = 0) -> tuple[int, Any, int] | None:
+        """Record `value`; the previous (value, ref, generation) if `value` is below it, else None."""
+        last = self.last
+        prev = last.get(node)
+        last[node] = (value, ref, generation)
+        if prev is not None and value < prev[0]:
+            return prev
+        return None
+
+
+class CommittedLog:
+    """The first entry committed at each offset (who, and its content: e.g. (epoch, digest)); any
+    other content at that offset later is a divergence."""
+
+    __slots__ = ("first",)
+
+    def __init__(self) -> None:
+        self.first: dict[int, tuple[Any, Any]] = {}
+
+    def add(self, offset: int, node: Any, content: Any) -> tuple[Any, Any] | None:
+        """Record an entry; the first (node, content) at `offset` if this one differs, else None."""
+        first = self.first.get(offset)
+        if first is None:
+            self.first[offset] = (node, content)
+            return None
+        return first if first[1] != content else None
+
+
+class EpochChecker:
+    """Single-pass state for one event stream: ``feed`` each event (and ``check_logs`` the dumps),
+    then ``result``; ``anomaly_counts`` tells what was found so far."""
 
     def __init__(self, max_examples: int) -> None:
         self.max_examples = max_examples
@@ -98,15 +176,13 @@ class _Checker:
         self.nodes: set[str] = set()
         self.by_type: dict[str, int] = {}
         self.generation: dict[str, int] = {}  # node -> restarts seen so far
-        self.last_state: dict[str, tuple[int, _Ref, int]] = {}  # node -> (epoch, ref, generation)
-        self.last_hw: dict[str, tuple[int, _Ref, int]] = {}  # node -> (hw, ref, generation)
-        # epoch -> leader -> [first self-claim ref, first observed ref]
-        self.claims: dict[int, dict[str, list[_Ref | None]]] = {}
+        self.node_epoch = Monotonic()  # from state events
+        self.node_hw = Monotonic()
+        self.claims = Claims()  # epoch -> leader
         self.epochs: set[int] = set()
         # (node, epoch) -> (candidate, ref) for the first vote; a dict once a second candidate appears
         self.votes: dict[tuple[str, int], Any] = {}
-        # (partition, leader_epoch) -> leader -> [first self-claim ref, first observed ref]
-        self.partition_claims: dict[tuple[str, int], dict[str, list[_Ref | None]]] = {}
+        self.partition_claims = Claims()  # (partition, leader_epoch) -> leader
         self.counts: dict[str, int] = {}
         self.examples: dict[str, list[dict]] = {}
         self.log_stats: dict[str, int] = {}
@@ -162,8 +238,8 @@ class _Checker:
         gen = self.generation.get(node, 0)
         self.epochs.add(epoch)
 
-        prev = self.last_state.get(node)
-        if prev is not None and epoch < prev[0] and self._keep("epoch-regression"):
+        prev = self.node_epoch.observe(node, epoch, ref, gen)
+        if prev is not None and self._keep("epoch-regression"):
             self._add(
                 "epoch-regression",
                 {
@@ -174,32 +250,16 @@ class _Checker:
                     "events": [prev[1], ref],
                 },
             )
-        self.last_state[node] = (epoch, ref, gen)
 
         if role == "leader":
-            self._claim(self.claims, epoch, node, True, ref)
+            self.claims.add(epoch, node, True, ref)
         if leader is not None and not (role == "leader" and leader == node):
-            self._claim(self.claims, epoch, leader, leader == node, ref)
+            self.claims.add(epoch, leader, leader == node, ref)
 
         if role in _SELF_VOTING_ROLES:
             self._vote(node, epoch, node, ref)
         if voted_for is not None and not (voted_for == node and role in _SELF_VOTING_ROLES):
             self._vote(node, epoch, voted_for, ref)
-
-    @staticmethod
-    def _claim(table: dict, key: Any, leader: str, own: bool, ref: _Ref) -> None:
-        by_leader = table.get(key)
-        if by_leader is None:
-            table[key] = {leader: [ref, None] if own else [None, ref]}
-            return
-        slot = by_leader.get(leader)
-        if slot is None:
-            by_leader[leader] = [ref, None] if own else [None, ref]
-        elif own:
-            if slot[0] is None:
-                slot[0] = ref
-        elif slot[1] is None:
-            slot[1] = ref
 
     def _vote(self, node: str, epoch: int, candidate: str, ref: _Ref) -> None:
         key = (node, epoch)
@@ -231,8 +291,8 @@ class _Checker:
         hw = _nat_field(ev, "hw")
         _nat_field(ev, "epoch", required=False)
         gen = self.generation.get(node, 0)
-        prev = self.last_hw.get(node)
-        if prev is not None and hw < prev[0] and self._keep("hw-regression"):
+        prev = self.node_hw.observe(node, hw, ref, gen)
+        if prev is not None and self._keep("hw-regression"):
             self._add(
                 "hw-regression",
                 {
@@ -243,14 +303,13 @@ class _Checker:
                     "events": [prev[1], ref],
                 },
             )
-        self.last_hw[node] = (hw, ref, gen)
 
     def _partition_leader(self, ev: dict, node: str, ref: _Ref) -> None:
         partition = _name_field(ev, "partition", True)
         leader_epoch = _nat_field(ev, "leader_epoch")
         leader = _name_field(ev, "leader", False)
         if leader is not None:
-            self._claim(self.partition_claims, (partition, leader_epoch), leader, leader == node, ref)
+            self.partition_claims.add((partition, leader_epoch), leader, leader == node, ref)
 
     # -- end of stream -------------------------------------------------------------------------
 
@@ -269,26 +328,23 @@ class _Checker:
             )
         return ("self" if own >= 2 else "observed"), claims
 
-    def _leader_conflicts(self) -> None:
-        for epoch in sorted(k for k, v in self.claims.items() if len(v) > 1):
-            if not self._keep("multiple-leaders"):
-                continue
-            source, claims = self._conflict(self.claims[epoch])
-            self._add(
+    def _leader_conflicts(self, counts: dict[str, int], examples: dict[str, list[dict]]) -> None:
+        """Add the leader conflicts (known only once every claim is in) to copies of the findings."""
+
+        def keep(name: str, example: dict) -> None:
+            counts[name] = counts.get(name, 0) + 1
+            if counts[name] <= self.max_examples:
+                examples.setdefault(name, []).append(example)
+
+        for epoch in self.claims.conflicts():
+            source, claims = self._conflict(self.claims.by_key[epoch])
+            keep(
                 "multiple-leaders",
-                {
-                    "epoch": epoch,
-                    "nodes": [c["leader"] for c in claims],
-                    "source": source,
-                    "events": claims,
-                },
+                {"epoch": epoch, "nodes": [c["leader"] for c in claims], "source": source, "events": claims},
             )
-        conflicts = sorted(k for k, v in self.partition_claims.items() if len(v) > 1)
-        for partition, leader_epoch in conflicts:
-            if not self._keep("multiple-partition-leaders"):
-                continue
-            source, claims = self._conflict(self.partition_claims[(partition, leader_epoch)])
-            self._add(
+        for partition, leader_epoch in self.partition_claims.conflicts():
+            source, claims = self._conflict(self.partition_claims.by_key[(partition, leader_epoch)])
+            keep(
                 "multiple-partition-leaders",
                 {
                     "partition": partition,
@@ -302,20 +358,20 @@ class _Checker:
     def check_logs(self, logs: Mapping[str, list[tuple[int | None, dict]]]) -> None:
         """Compare validated log dumps: offset -> the entries each node holds there."""
         at: dict[int, list[tuple[str, int | None, dict]]] = {}
+        committed = CommittedLog()
+        divergent: set[int] = set()
         entries = 0
         for node in sorted(logs):
             for line, entry in logs[node]:
                 entries += 1
-                at.setdefault(entry["offset"], []).append((node, line, entry))
-        compared = 0
-        for offset in sorted(o for o, held in at.items() if len(held) > 1):
-            held = at[offset]
-            compared += 1
-            first = held[0][2]
-            if all(e["epoch"] == first["epoch"] and e["digest"] == first["digest"] for _, _, e in held):
-                continue
+                offset = entry["offset"]
+                at.setdefault(offset, []).append((node, line, entry))
+                if committed.add(offset, node, (entry["epoch"], entry["digest"])) is not None:
+                    divergent.add(offset)
+        for offset in sorted(divergent):
             if not self._keep("committed-divergence"):
                 continue
+            held = at[offset]
             self._add(
                 "committed-divergence",
                 {
@@ -326,11 +382,23 @@ class _Checker:
                     ],
                 },
             )
+        compared = sum(1 for held in at.values() if len(held) > 1)
         self.log_stats = {"log-dumps": len(logs), "log-entries": entries, "offsets-compared": compared}
 
-    def finish(self) -> dict:
-        self._leader_conflicts()
-        leaders = {e: sorted(by_leader) for e, by_leader in sorted(self.claims.items())}
+    def anomaly_counts(self) -> dict[str, int]:
+        """What was found so far: anomaly name -> count (the leader conflicts included)."""
+        counts = {n: c for n, c in self.counts.items() if c}
+        for name, claims in (("multiple-leaders", self.claims), ("multiple-partition-leaders", self.partition_claims)):
+            if conflicts := len(claims.conflicts()):
+                counts[name] = conflicts
+        return dict(sorted(counts.items()))
+
+    def result(self) -> dict:
+        """The verdict on everything fed so far (it may be asked again after more events)."""
+        counts = dict(self.counts)
+        examples = {name: list(found) for name, found in self.examples.items()}
+        self._leader_conflicts(counts, examples)
+        leaders = {e: sorted(by_leader) for e, by_leader in sorted(self.claims.by_key.items())}
         per_epoch: dict[str, int] = {}
         for names in leaders.values():
             per_epoch[str(len(names))] = per_epoch.get(str(len(names)), 0) + 1
@@ -343,18 +411,18 @@ class _Checker:
             "epochs-without-leader": len(self.epochs - leaders.keys()),
             "leaders-per-epoch": dict(sorted(per_epoch.items())),
             "leaders-by-epoch": {str(e): names for e, names in leaders.items()},
-            "max-hw": max((hw for hw, _, _ in self.last_hw.values()), default=None),
+            "max-hw": max((hw for hw, _, _ in self.node_hw.last.values()), default=None),
             "votes": len(self.votes),
-            "partitions": len({p for p, _ in self.partition_claims}),
+            "partitions": len({p for p, _ in self.partition_claims.by_key}),
             "restarts": sum(self.generation.values()),
             **self.log_stats,
         }
-        names = sorted(n for n, c in self.counts.items() if c)
+        names = sorted(n for n, c in counts.items() if c)
         return {
             "valid": not names,
             "anomaly-types": names,
-            "anomalies": {n: [_materialize(x) for x in self.examples.get(n, [])] for n in names},
-            "anomaly-counts": {n: self.counts[n] for n in names},
+            "anomalies": {n: [_materialize(x) for x in examples.get(n, [])] for n in names},
+            "anomaly-counts": {n: counts[n] for n in names},
             "stats": stats,
         }
 
@@ -468,7 +536,7 @@ def load_events(path: str | os.PathLike) -> list[dict]:
     Raises InputError naming the file and line for anything malformed.
     """
     p = _events_path(path)
-    checker = _Checker(0)
+    checker = EpochChecker(0)
     events: list[dict] = []
     line = None
     # Building a million small dicts triggers many useless cyclic-GC passes; pause it meanwhile.
@@ -501,8 +569,8 @@ def _load_logs(run_dir: Path) -> dict[str, list[tuple[int | None, dict]]]:
 # -- public entry points ----------------------------------------------------------------------
 
 
-def _result(checker: _Checker) -> dict:
-    result = checker.finish()
+def _result(checker: EpochChecker) -> dict:
+    result = checker.result()
     if checker.events == 0 and result["valid"]:
         return {"valid": "unknown", "error": "no events"}
     return result
@@ -520,7 +588,7 @@ def check_events(
     module docstring; ``{"valid": "unknown", "error": "no events"}`` when there are no events and
     the dumps (if any) agree. Raises InputError for malformed events or entries.
     """
-    checker = _Checker(max_examples)
+    checker = EpochChecker(max_examples)
     checked_logs = _validated_logs(logs) if logs is not None else {}
     index = -1
     try:
@@ -540,7 +608,7 @@ def check_epochs(path: str | os.PathLike, *, max_examples: int = MAX_EXAMPLES) -
     p = Path(path)
     ev_path = _events_path(p)
     checked_logs = _load_logs(p) if p.is_dir() else {}
-    checker = _Checker(max_examples)
+    checker = EpochChecker(max_examples)
     index = 0
     line = None
     try:
@@ -563,7 +631,7 @@ def check_partition_logs(dumps: Mapping[str, Mapping[str, list[dict]]]) -> dict:
     divergent: list[dict] = []
     total = 0
     for partition, logs in sorted(dumps.items()):
-        checker = _Checker(MAX_EXAMPLES)
+        checker = EpochChecker(MAX_EXAMPLES)
         checker.check_logs(_validated_logs(logs))
         result = _result(checker)
         for example in result.get("anomalies", {}).get("committed-divergence", []):

@@ -254,8 +254,6 @@ class Simulation:
 
     def node_event(self, node: SimNode, data: dict[str, Any]) -> None:
         self.events.append(data)
-        if data.get("type") == "state":
-            self.invariants.on_state(node, data)
 
     def node_fatal(self, node: SimNode, reason: str) -> None:
         self.fatal.append({"node": node.name, "time": self.sched.now, "reason": reason})

@@ -9,11 +9,17 @@
 - MajorityReachedHighWatermark: when a leader commits up to hw, a majority of voters hold at least
   hw records on disk (flushed: what survives a crash);
 - ConsistentCommittedData: no two nodes ever commit different records at one offset.
+
+SingleLeader, MonotonicEpoch (on disk) and ConsistentCommittedData are kept by the epoch checker's
+parts (`checkers.epochs`: Claims, Monotonic, CommittedLog), the ones `kraftwerk check --model epochs`
+runs over events.jsonl and log dumps; here they are fed from inside the simulated nodes, online.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from checkers.epochs import Claims, CommittedLog, Monotonic
 
 MAX_VIOLATIONS = 50
 
@@ -23,12 +29,11 @@ class Invariants:
         self.sim = sim
         self.violations: list[dict[str, Any]] = []
         self.counts: dict[str, int] = {}
-        self._epoch: dict[int, int] = {}
-        self._leader_of: dict[int, int] = {}
+        self._epoch = Monotonic()  # node id -> persisted epoch
+        self._leaders = Claims()  # epoch -> leader id
         self._leader_hw: tuple[int, int] = (0, 0)  # (epoch, hw) of the highest-epoch leader
         self._written: dict[tuple[int, int], tuple[bytes, bool, str]] = {}  # (offset, epoch) -> content, node
-        self._committed: list[tuple[int, bytes, bool]] = []  # offset -> (epoch, payload, control)
-        self._committed_by: list[int] = []
+        self.committed = CommittedLog()  # offset -> (node id, (epoch, payload, control))
 
     def violated(self, name: str, **detail: Any) -> None:
         self.counts[name] = self.counts.get(name, 0) + 1
@@ -36,10 +41,9 @@ class Invariants:
             self.violations.append({"invariant": name, "time": self.sim.sched.now, **detail})
 
     def on_persist(self, node: Any, state: Any) -> None:
-        last = self._epoch.get(node.id, 0)
-        if state.epoch < last:
-            self.violated("MonotonicEpoch", node=node.name, previous=last, epoch=state.epoch)
-        self._epoch[node.id] = max(last, state.epoch)
+        previous = self._epoch.observe(node.id, state.epoch, None)
+        if previous is not None:
+            self.violated("MonotonicEpoch", node=node.name, previous=previous[0], epoch=state.epoch)
         if state.leader_id is not None:
             self._leader(node, state.epoch, state.leader_id)
 
@@ -48,7 +52,7 @@ class Invariants:
         core = node.core
         if core is None:
             return
-        raft = core.raft
+        raft = getattr(core, "raft", core)
         on_disk = node.disk.quorum_state
         disk_epoch = on_disk.epoch if on_disk is not None else 0
         if raft.epoch != disk_epoch:
@@ -82,43 +86,39 @@ class Invariants:
                     digests=[digest(type(r)(r.offset, r.epoch, known[0], known[1])), digest(r)],
                 )
 
-    def on_state(self, node: Any, data: dict[str, Any]) -> None:
-        if data.get("role") == "leader":
+    def on_event(self, node: Any, data: dict[str, Any]) -> None:
+        if data.get("type") == "state" and data.get("role") == "leader":
             self._leader(node, data["epoch"], node.id)
 
     def _leader(self, node: Any, epoch: int, leader: int) -> None:
-        known = self._leader_of.setdefault(epoch, leader)
-        if known != leader:
-            self.violated("SingleLeader", node=node.name, epoch=epoch, leaders=sorted({f"n{known}", f"n{leader}"}))
+        if self._leaders.add(epoch, leader, leader == node.id, self.sim.sched.now):
+            leaders = sorted(self._leaders.by_key[epoch])
+            self.violated("SingleLeader", node=node.name, epoch=epoch, leaders=[f"n{i}" for i in leaders])
 
     def on_committed(self, node: Any, effect: Any) -> None:
-        committed = self._committed
-        by = self._committed_by
+        add = self.committed.add
         for record in effect.records:
-            item = (record.epoch, record.payload, record.control)
-            if record.offset < len(committed):
-                if committed[record.offset] != item:
-                    from nodes.raft import Record, digest
+            first = add(record.offset, node.id, (record.epoch, record.payload, record.control))
+            if first is not None:
+                from nodes.raft import Record, digest
 
-                    first = committed[record.offset]
-                    self.violated(
-                        "ConsistentCommittedData",
-                        node=node.name,
-                        offset=record.offset,
-                        first={
-                            "node": f"n{by[record.offset]}",
-                            "epoch": first[0],
-                            "digest": digest(Record(record.offset, *first)),
-                        },
-                        now={"node": node.name, "epoch": record.epoch, "digest": digest(record)},
-                    )
-            elif record.offset == len(committed):
-                committed.append(item)
-                by.append(node.id)
+                by, (epoch, payload, control) = first
+                self.violated(
+                    "ConsistentCommittedData",
+                    node=node.name,
+                    offset=record.offset,
+                    first={
+                        "node": f"n{by}",
+                        "epoch": epoch,
+                        "digest": digest(Record(record.offset, epoch, payload, control)),
+                    },
+                    now={"node": node.name, "epoch": record.epoch, "digest": digest(record)},
+                )
         core = node.core
-        if core is None or not core.raft.is_leader:
+        raft = getattr(core, "raft", core)
+        if raft is None or not raft.is_leader:
             return
-        epoch, hw = core.raft.epoch, effect.high_watermark
+        epoch, hw = raft.epoch, effect.high_watermark
         last_epoch, last_hw = self._leader_hw
         if epoch >= last_epoch:
             if hw < last_hw:

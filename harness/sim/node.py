@@ -25,6 +25,7 @@ from nodes.broker.effects import (
     FlushPartition,
     TruncatePartitionLog,
 )
+from nodes.effects import Dispatcher
 from nodes.kv.effects import ClientReply
 from nodes.raft import (
     AppendLog,
@@ -33,6 +34,7 @@ from nodes.raft import (
     Fatal,
     Flush,
     PersistQuorumState,
+    Reply,
     Send,
     TruncateLog,
 )
@@ -71,6 +73,7 @@ class SimNode:
         self.fatal: list[str] = []
         self.restarts = 0
         self.timers_follow_clock = sim.opts.clocks == "timers"
+        self._dispatch = Dispatcher(self)
 
     # ------------------------------------------------------------------ clock
     def local_now(self) -> int:
@@ -211,68 +214,80 @@ class SimNode:
 
     # ------------------------------------------------------------------ effects
     def apply(self, effects: list[Any]) -> None:
-        if not effects:
-            self._schedule_timer()
-            return
-        sim = self.sim
-        for effect in effects:
-            kind = type(effect)
-            if kind is Send:
-                dst = sim.nodes[effect.dst]
-                message = effect.message
-                sim.net.send(
-                    self.name,
-                    dst.name,
-                    dst.deliver,
-                    self.id,
-                    message,
-                    effect.reply_ctx,
-                    dst.generation,
-                    hold=sim.hold_ns(message),
-                )
-            elif kind is ClientReply or kind is ClientResponse:
-                sim.client_reply(self, effect)
-            elif kind is Event:
-                data = effect.data
-                if not self.timers_follow_clock:  # stamped with the wall clock, as the runtime driver does
-                    data = {**data, "time": self.local_now()}
-                sim.node_event(self, data)
-            elif kind is PersistQuorumState:
-                self.disk.persist_quorum_state(effect.state)
-                sim.invariants.on_persist(self, effect.state)
-            elif kind is AppendLog:
-                self.disk.append(effect.records)
-                sim.invariants.on_append(self, effect.records)
-            elif kind is TruncateLog:
-                self.disk.truncate(effect.from_offset)
-            elif kind is Flush:
-                lo, hi = self.disk_latency
-                delay = lo + int(self.rng.random() * (hi - lo))
-                self.sched.after(delay, self._flush_done, self.generation, effect.up_to_offset)
-            elif kind is Committed:
-                sim.invariants.on_committed(self, effect)
-            elif kind is AppendPartitionLog:
-                disk = self.partitions.get(effect.partition)
-                if disk is None:
-                    disk = self.partitions[effect.partition] = BatchDisk()
-                disk.append(effect.batches)
-            elif kind is TruncatePartitionLog:
-                self.partitions[effect.partition].truncate_offset(effect.from_offset)
-            elif kind is FlushPartition:
-                lo, hi = self.disk_latency
-                delay = lo + int(self.rng.random() * (hi - lo))
-                self.sched.after(
-                    delay, self._partition_flush_done, self.generation, effect.partition, effect.up_to_offset
-                )
-            elif kind is CloseClientConnection:
-                sim.client_closed(self, effect)
-            elif kind is Fatal:
-                self.fatal.append(effect.reason)
-                sim.node_fatal(self, effect.reason)
-                self.crash()
-                return
-        sim.invariants.after_step(self)
+        if effects:
+            if not self._dispatch(effects):
+                return  # a Fatal: the node has crashed
+            self.sim.invariants.after_step(self)
         self._schedule_timer()
+
+    def on_send(self, effect: Send) -> None:
+        sim = self.sim
+        dst = sim.nodes[effect.dst]
+        message = effect.message
+        sim.net.send(
+            self.name,
+            dst.name,
+            dst.deliver,
+            self.id,
+            message,
+            effect.reply_ctx,
+            dst.generation,
+            hold=sim.hold_ns(message),
+        )
+
+    def on_reply(self, effect: Reply | ClientReply | ClientResponse) -> None:
+        self.sim.client_reply(self, effect)
+
+    on_client_reply = on_reply
+    on_client_response = on_reply
+
+    def on_event(self, effect: Event) -> None:
+        data = effect.data
+        if not self.timers_follow_clock:  # stamped with the wall clock, as the runtime driver does
+            data = {**data, "time": self.local_now()}
+        self.sim.node_event(self, data)
+        self.sim.invariants.on_event(self, data)
+
+    def on_persist_quorum_state(self, effect: PersistQuorumState) -> None:
+        self.disk.persist_quorum_state(effect.state)
+        self.sim.invariants.on_persist(self, effect.state)
+
+    def on_append_log(self, effect: AppendLog) -> None:
+        self.disk.append(effect.records)
+        self.sim.invariants.on_append(self, effect.records)
+
+    def on_truncate_log(self, effect: TruncateLog) -> None:
+        self.disk.truncate(effect.from_offset)
+
+    def on_flush(self, effect: Flush) -> None:
+        lo, hi = self.disk_latency
+        delay = lo + int(self.rng.random() * (hi - lo))
+        self.sched.after(delay, self._flush_done, self.generation, effect.up_to_offset)
+
+    def on_committed(self, effect: Committed) -> None:
+        self.sim.invariants.on_committed(self, effect)
+
+    def on_append_partition_log(self, effect: AppendPartitionLog) -> None:
+        disk = self.partitions.get(effect.partition)
+        if disk is None:
+            disk = self.partitions[effect.partition] = BatchDisk()
+        disk.append(effect.batches)
+
+    def on_truncate_partition_log(self, effect: TruncatePartitionLog) -> None:
+        self.partitions[effect.partition].truncate_offset(effect.from_offset)
+
+    def on_flush_partition(self, effect: FlushPartition) -> None:
+        lo, hi = self.disk_latency
+        delay = lo + int(self.rng.random() * (hi - lo))
+        self.sched.after(delay, self._partition_flush_done, self.generation, effect.partition, effect.up_to_offset)
+
+    def on_close_client_connection(self, effect: CloseClientConnection) -> None:
+        self.sim.client_closed(self, effect)
+
+    def on_fatal(self, effect: Fatal) -> None:
+        self.fatal.append(effect.reason)
+        self.sim.node_fatal(self, effect.reason)
+        self.crash()
 
     def _schedule_timer(self, force: bool = False) -> None:
         if not self.alive or self.core is None:

@@ -77,6 +77,7 @@ from ..broker import (
     TruncatePartitionLog,
     is_broker_request,
 )
+from ..effects import Dispatcher
 from ..kafka.versions import header_versions as kafka_header_versions
 from ..kv import ClientReply, CommandError, KVNode
 from ..raft import (
@@ -97,6 +98,7 @@ from ..raft import (
     Flush,
     Message,
     PersistQuorumState,
+    Reply,
     Send,
     TruncateLog,
     VoteRequest,
@@ -298,6 +300,7 @@ class NodeDriver:
         # appends wait in the process until their fsync: the lazy-flush bug, or a power-loss fault mode
         hold = "lazy-flush" in config.bugs or config.volatile_writes
         self.log_file = LogFile(directory, hold=hold)
+        self._dispatch = Dispatcher(self)
         self.hw_file = HighWatermarkFile(directory)
         self.events = EventLog(directory)
         self.partitions = PartitionStore(directory, hold=hold)
@@ -763,45 +766,8 @@ class NodeDriver:
 
     def _step(self, effects: list[Any]) -> None:
         try:
-            for effect in effects:
-                kind = type(effect)
-                if kind is Send:
-                    self._send(effect)
-                elif kind is PersistQuorumState:
-                    self.quorum_state.save(effect.state)
-                elif kind is AppendLog:
-                    self.log_file.append(effect.records)
-                elif kind is TruncateLog:
-                    self.log_file.truncate(effect.from_offset)
-                elif kind is Flush:
-                    self._flush_task = asyncio.get_running_loop().create_task(self._flush(effect.up_to_offset))
-                elif kind is Committed:
-                    self.hw_file.store(effect.high_watermark)
-                elif kind is ClientReply:
-                    self._reply(effect)
-                elif kind is AppendPartitionLog:
-                    self.partitions.append(effect.partition, effect.batches)
-                elif kind is TruncatePartitionLog:
-                    self.partitions.truncate(effect.partition, effect.from_offset)
-                elif kind is FlushPartition:
-                    task = asyncio.get_running_loop().create_task(
-                        self._flush_partition(effect.partition, effect.up_to_offset)
-                    )
-                    self._partition_flushes.add(task)
-                    task.add_done_callback(self._partition_flushes.discard)
-                elif kind is ClientResponse:
-                    if self.kafka is not None:
-                        self.kafka.resolve(effect.request_id, effect.response)
-                elif kind is CloseClientConnection:
-                    if self.kafka is not None:
-                        self.kafka.close(effect.request_id, effect.reason)
-                elif kind is Event:
-                    self.events.write({**effect.data, "time": self.wall_clock()})
-                    if effect.data.get("type") == "state":
-                        self._log_state(effect.data)
-                elif kind is Fatal:
-                    self._die(f"fatal: {effect.reason}", EXIT_FATAL)
-                    return
+            if not self._dispatch(effects):
+                return  # a Fatal: the process is dying
         except (OSError, StorageError) as exc:
             self._die(f"storage failure: {exc}", EXIT_STORAGE)
             return
@@ -809,6 +775,60 @@ class NodeDriver:
             self._internal_error(exc)
             return
         self._arm_timer()
+
+    # One method per effect kind (nodes.effects.EffectHandler), called in the effects' order by _step.
+
+    def on_send(self, effect: Send) -> None:
+        self._send(effect)
+
+    def on_persist_quorum_state(self, effect: PersistQuorumState) -> None:
+        self.quorum_state.save(effect.state)
+
+    def on_append_log(self, effect: AppendLog) -> None:
+        self.log_file.append(effect.records)
+
+    def on_truncate_log(self, effect: TruncateLog) -> None:
+        self.log_file.truncate(effect.from_offset)
+
+    def on_flush(self, effect: Flush) -> None:
+        self._flush_task = asyncio.get_running_loop().create_task(self._flush(effect.up_to_offset))
+
+    def on_committed(self, effect: Committed) -> None:
+        self.hw_file.store(effect.high_watermark)
+
+    def on_reply(self, effect: Reply) -> None:
+        # only a bare RaftNode answers appends with a Reply; this driver runs KVNode and BrokerNode cores
+        self.log.warning("dropping a raft Reply to %r: no caller of append", effect.request_id)
+
+    def on_client_reply(self, effect: ClientReply) -> None:
+        self._reply(effect)
+
+    def on_append_partition_log(self, effect: AppendPartitionLog) -> None:
+        self.partitions.append(effect.partition, effect.batches)
+
+    def on_truncate_partition_log(self, effect: TruncatePartitionLog) -> None:
+        self.partitions.truncate(effect.partition, effect.from_offset)
+
+    def on_flush_partition(self, effect: FlushPartition) -> None:
+        task = asyncio.get_running_loop().create_task(self._flush_partition(effect.partition, effect.up_to_offset))
+        self._partition_flushes.add(task)
+        task.add_done_callback(self._partition_flushes.discard)
+
+    def on_client_response(self, effect: ClientResponse) -> None:
+        if self.kafka is not None:
+            self.kafka.resolve(effect.request_id, effect.response)
+
+    def on_close_client_connection(self, effect: CloseClientConnection) -> None:
+        if self.kafka is not None:
+            self.kafka.close(effect.request_id, effect.reason)
+
+    def on_event(self, effect: Event) -> None:
+        self.events.write({**effect.data, "time": self.wall_clock()})
+        if effect.data.get("type") == "state":
+            self._log_state(effect.data)
+
+    def on_fatal(self, effect: Fatal) -> None:
+        self._die(f"fatal: {effect.reason}", EXIT_FATAL)
 
     def _log_state(self, data: dict[str, Any]) -> None:
         self.log.info(

@@ -1,7 +1,6 @@
-"""An in-test driver for BrokerNodes: the raft test cluster (dict-of-queues network, fake clock,
-lossy raft disk) plus partition-log disks that lose unflushed batches on crash, client helpers,
-and a record of every ``partition-leader`` claim (two leaders in one leader epoch is a
-violation)."""
+"""BrokerNodes on the node tests' cluster (``tests/nodes/raft/cluster.py``: the simulator's parts,
+whose nodes keep partition logs that lose unflushed batches on a crash, and whose epoch checker
+sees every ``partition-leader`` claim), plus client helpers."""
 
 from __future__ import annotations
 
@@ -10,26 +9,23 @@ import random
 from collections.abc import Iterable
 from typing import Any
 
+from harness.sim.disk import BatchDisk
 from nodes.broker import (
-    AppendPartitionLog,
     Batch,
     BrokerConfig,
     BrokerNode,
     ClientResponse,
-    CloseClientConnection,
     CreateTopicsRequest,
     FetchPartition,
     FetchRecordsRequest,
-    FlushPartition,
     NewBatch,
     NewTopic,
     ProducePartition,
     ProduceRequest,
     TopicPartition,
-    TruncatePartitionLog,
 )
 from nodes.broker.partition import Role
-from nodes.raft import MS, RaftConfig
+from nodes.raft import RaftConfig
 from tests.nodes.raft.cluster import Cluster
 
 FAST = BrokerConfig(
@@ -41,42 +37,6 @@ FAST = BrokerConfig(
     request_timeout_ms=1_000,
     default_replication_factor=3,
 )
-
-
-class PartitionDisk:
-    """One partition's log file: appends/truncations land in a page cache (``view``) and become
-    durable when a flush completes; a crash keeps only the durable part."""
-
-    def __init__(self) -> None:
-        self.durable: list[Batch] = []
-        self.view: list[Batch] = []
-        self._dirty_from: int | None = None
-
-    def _touch(self, index: int) -> None:
-        if self._dirty_from is None or index < self._dirty_from:
-            self._dirty_from = index
-
-    def append(self, batches: tuple[Batch, ...]) -> None:
-        end = self.view[-1].next_offset if self.view else 0
-        assert batches[0].base_offset == end, (batches[0].base_offset, end)
-        self._touch(len(self.view))
-        self.view.extend(batches)
-
-    def truncate(self, from_offset: int) -> None:
-        index = next((k for k, b in enumerate(self.view) if b.base_offset >= from_offset), len(self.view))
-        if index < len(self.view):
-            self._touch(index)
-            del self.view[index:]
-
-    def flush(self) -> None:
-        if self._dirty_from is not None:
-            del self.durable[self._dirty_from :]
-            self.durable.extend(self.view[self._dirty_from :])
-            self._dirty_from = None
-
-    def crash(self) -> None:
-        self.view = list(self.durable)
-        self._dirty_from = None
 
 
 def value_of(batch: Batch) -> Any:
@@ -96,65 +56,20 @@ class BrokerCluster(Cluster):
     ) -> None:
         self.broker_config = broker_config
         super().__init__(n, seed=seed, bugs=bugs, config=config, factory=self._make, **kwargs)
-        self.pdisks: dict[int, dict[TopicPartition, PartitionDisk]] = {i: {} for i in self.ids}
-        self.claims: dict[tuple[str, int], set[str]] = {}
-        self.closed: dict[Any, str] = {}
         self._rid = 0
 
     def _make(self, i: int, ids: list[int], config: RaftConfig, rng: random.Random, bugs: frozenset[str]) -> BrokerNode:
         return BrokerNode(i, ids, config, rng, bugs, broker_config=self.broker_config, endpoint=(f"n{i}", 9092))
 
-    # -- lifecycle
+    @property
+    def pdisks(self) -> dict[int, dict[TopicPartition, BatchDisk]]:
+        """node id -> its partition logs on disk."""
+        return {i: n.partitions for i, n in self.sim.nodes.items()}
 
-    def boot(self, i: int) -> None:
-        node = self._make(i, self.ids, self.config, random.Random(self.rng.random()), self.bugs)
-        self.nodes[i] = node
-        self.committed[i] = {}
-        disk = self.disks[i]
-        logs = {tp: list(d.durable) for tp, d in self.pdisks[i].items()}
-        self.apply(i, node.start(self.now, disk.quorum, list(disk.log), logs))
-
-    def crash(self, i: int) -> None:
-        super().crash(i)
-        for d in self.pdisks[i].values():
-            d.crash()
-
-    # -- effects
-
-    def apply(self, i: int, effects: list[Any]) -> None:
-        rest = []
-        for e in effects:
-            if isinstance(e, AppendPartitionLog):
-                self.pdisks[i].setdefault(e.partition, PartitionDisk()).append(e.batches)
-            elif isinstance(e, TruncatePartitionLog):
-                self.pdisks[i].setdefault(e.partition, PartitionDisk()).truncate(e.from_offset)
-            elif isinstance(e, FlushPartition):
-                delay = self.rng.randint(*self.flush_ms_for.get(i, self.flush_ms)) * MS
-                self._push(self.now + delay, "pflush", i, (e.partition, e.up_to_offset))
-            elif isinstance(e, CloseClientConnection):
-                self.closed[e.request_id] = e.reason
-            else:
-                rest.append(e)
-        super().apply(i, rest)
-
-    def _on_event(self, data: dict) -> None:
-        if data["type"] == "partition-leader":
-            self.events.append(data)
-            if data["leader"] is not None:
-                claim = self.claims.setdefault((data["partition"], data["leader_epoch"]), set())
-                claim.add(data["leader"])
-                if len(claim) > 1:
-                    self.violations.append(f"two leaders of {data['partition']} in epoch {data['leader_epoch']}")
-            return
-        super()._on_event(data)
-
-    def deliver(self, kind: str, i: int, node: Any, payload: Any) -> None:
-        if kind == "pflush":
-            tp, up_to = payload
-            self.pdisks[i][tp].flush()
-            self.apply(i, node.partition_flushed(self.now, tp, up_to))
-            return
-        super().deliver(kind, i, node, payload)
+    @property
+    def closed(self) -> dict[Any, str]:
+        """request id -> why the node closed that client's connection (a failed acks=0 produce)."""
+        return self.sim.closed
 
     # -- clients
 

@@ -205,7 +205,8 @@ def s2_cluster(min_isr, unclean):
     topic = NewTopic("t0", assignments=((0, (leader, follower)),), configs=configs)
     assert c.request(controller, "create_topics", CreateTopicsRequest((topic,))).topics[0].error == E.NONE
     assert c.run_until(lambda: c.leader_ready(TP, 2) == leader, 10_000)
-    c.cut |= {(leader, follower), (follower, leader)}
+    c.cut(leader, follower)
+    c.cut(follower, leader)
     c.send_value(leader, TP, "warm-up", acks=1)  # a follower at the leader's LEO is never out of sync
     assert c.run_until(lambda: c.broker(leader).replicas.partitions[TP].isr == (leader,), 10_000)
     rids = {k: c.send_value(leader, TP, k) for k in range(3)}

@@ -1,52 +1,80 @@
-"""A tiny deterministic driver for tests: dict-of-queues network, fake clock, lossy disk.
+"""The node tests' cluster: RaftNode, KVNode or BrokerNode cores run by the simulator's own parts
+(``harness.sim``: scheduler, network, ``SimNode`` with its disks and effect dispatch, invariants),
+with the controls unit tests need: cut links one by one, slow one node's disk, call a core's
+methods directly, run until a condition holds.
 
-It runs RaftNode (or KVNode) cores the way the simulator will: one seeded ``random.Random``, a
-heap of timed events, per-link message delay and cuts, and a disk whose unflushed tail is lost on
-``crash``. It also checks two safety properties as it goes: at most one leader per epoch (from the
-state events), at most one vote per node and epoch, no node's epoch or high watermark going
-down (restarts included), and that every node's committed entries agree
-with every other node's.
+Links are datagram links (a message that meets a cut is lost), with optional random loss. Safety is
+checked as the cluster runs, by the code the simulator and ``kraftwerk check --model epochs`` use:
+the simulator's invariants (one leader per epoch, epochs never go down on disk, a vote is durable
+before it counts, log matching, committed entries never diverge, a committed high watermark is on
+a majority's disks) and the epoch checker over every node event (one leader per epoch, no double
+vote, no epoch or high-watermark regression, one partition leader per leader epoch). ``violations``
+lists what either found.
 """
 
 from __future__ import annotations
 
-import heapq
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
-from nodes.raft import (
-    MS,
-    AppendLog,
-    Committed,
-    Event,
-    Fatal,
-    Flush,
-    PersistQuorumState,
-    QuorumState,
-    RaftConfig,
-    RaftNode,
-    Record,
-    Reply,
-    Role,
-    Send,
-    TruncateLog,
-)
-
-
-@dataclass
-class Disk:
-    quorum: QuorumState | None = None
-    log: list[Record] = field(default_factory=list)
-    flushed: int = 0
-
-    def crash(self) -> None:
-        del self.log[self.flushed :]
+from checkers.epochs import EpochChecker
+from harness.sim.engine import MS, Scheduler
+from harness.sim.invariants import Invariants
+from harness.sim.network import Network
+from harness.sim.node import SimNode
+from nodes.raft import RaftConfig, RaftNode, Record, Role
 
 
 def raft_of(node: Any) -> RaftNode:
     return getattr(node, "raft", node)
+
+
+class _Invariants(Invariants):
+    """The simulator's invariants, and the core's promise that appends are contiguous (the
+    simulated disk would take any)."""
+
+    def on_append(self, node: Any, records: Any) -> None:
+        end = len(node.disk.view) - len(records)  # the log end before this append
+        assert records[0].offset == end, (node.name, records[0].offset, end)
+        super().on_append(node, records)
+
+
+class TestHost:
+    """What a SimNode needs from its simulation (``harness.sim.cluster.Simulation`` in a whole
+    test): the scheduler, the network, its peers, the invariants, and where replies, events and
+    fatal errors go."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, seed: int, delay_ms: tuple[float, float], loss: float) -> None:
+        self.opts = SimpleNamespace(clocks="wall")
+        self.sched = Scheduler()
+        self.net = Network(self.sched, random.Random(f"net-{seed}"), delay_ms, loss=loss, tcp=False)
+        self.nodes: dict[int, SimNode] = {}
+        self.invariants = _Invariants(self)
+        self.checker = EpochChecker(max_examples=20)
+        self.events: list[dict[str, Any]] = []
+        self.replies: dict[Any, tuple[int, Any]] = {}
+        self.closed: dict[Any, str] = {}
+        self.fatal: dict[int, str] = {}
+
+    def hold_ns(self, message: Any) -> int:
+        return 0  # datagram links: nothing is held
+
+    def client_reply(self, node: SimNode, reply: Any) -> None:
+        self.replies[reply.request_id] = (node.id, reply)
+
+    def client_closed(self, node: SimNode, effect: Any) -> None:
+        self.closed[effect.request_id] = effect.reason
+
+    def node_event(self, node: SimNode, data: dict[str, Any]) -> None:
+        self.checker.feed(data, len(self.events), None)
+        self.events.append(data)
+
+    def node_fatal(self, node: SimNode, reason: str) -> None:
+        self.fatal[node.id] = reason
 
 
 class Cluster:
@@ -67,29 +95,64 @@ class Cluster:
         self.bugs = frozenset(bugs)
         self.config = config or RaftConfig()
         self.factory = factory
-        self.delay_ms = delay_ms
         self.flush_ms = flush_ms
-        self.loss = loss  # probability that a message is dropped
-        self.flush_ms_for: dict[int, tuple[int, int]] = {}  # per-node override (slow disks)
-        self.now = 0
-        self.nodes: dict[int, Any] = {i: None for i in self.ids}
-        self.disks = {i: Disk() for i in self.ids}
-        self.incarnation = dict.fromkeys(self.ids, 0)
-        self.cut: set[tuple[int, int]] = set()
-        self.queue: list[tuple[int, int, str, int, int, Any]] = []
-        self.seq = 0
-        self.wake: dict[int, int | None] = dict.fromkeys(self.ids)
-        self.events: list[dict] = []
-        self.replies: dict[Any, tuple[int, Any]] = {}
-        self.committed: dict[int, dict[int, Record]] = {i: {} for i in self.ids}
-        self.global_committed: dict[int, Record] = {}
-        self.fatal: dict[int, str] = {}
-        self.violations: list[str] = []
-        self.leaders: dict[int, str] = {}
-        self.votes: dict[tuple[str, int], str] = {}
-        self.last_epoch: dict[str, int] = {}
-        self.last_hw: dict[str, int] = {}
-        self.delivered = 0
+        self.sim = TestHost(seed, delay_ms, loss)
+        self._cut: set[tuple[int, int]] = set()
+        for i in self.ids:
+            self.sim.nodes[i] = SimNode(
+                self.sim, i, lambda i=i: self._core(i), random.Random(f"disk-{seed}-{i}"), disk_latency_ms=flush_ms
+            )
+
+    def _core(self, i: int) -> Any:
+        return self.factory(i, self.ids, self.config, random.Random(self.rng.random()), self.bugs)
+
+    # -- state
+
+    @property
+    def now(self) -> int:
+        return self.sim.sched.now
+
+    @property
+    def nodes(self) -> dict[int, Any]:
+        """node id -> its running core, or None while it is down."""
+        return {i: n.core for i, n in self.sim.nodes.items()}
+
+    @property
+    def replies(self) -> dict[Any, tuple[int, Any]]:
+        """request id -> (node id, the Reply/ClientReply/ClientResponse that answered it)."""
+        return self.sim.replies
+
+    @property
+    def fatal(self) -> dict[int, str]:
+        return self.sim.fatal
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return self.sim.events
+
+    @property
+    def violations(self) -> list[dict[str, Any]]:
+        """Every safety violation seen so far (the simulator's invariants, then the epoch checker's)."""
+        found = list(self.sim.invariants.violations)
+        if self.sim.checker.anomaly_counts():
+            anomalies = self.sim.checker.result()["anomalies"]
+            found += [{"anomaly": name, "examples": examples} for name, examples in anomalies.items()]
+        return found
+
+    @property
+    def global_committed(self) -> dict[int, Record]:
+        """offset -> the record first committed there (by any node)."""
+        return {
+            offset: Record(offset, *content) for offset, (_, content) in self.sim.invariants.committed.first.items()
+        }
+
+    @property
+    def loss(self) -> float:
+        return self.sim.net.loss
+
+    @loss.setter
+    def loss(self, value: float) -> None:
+        self.sim.net.loss = value
 
     # -- lifecycle
 
@@ -99,175 +162,79 @@ class Cluster:
         return self
 
     def boot(self, i: int) -> None:
-        node = self.factory(i, self.ids, self.config, random.Random(self.rng.random()), self.bugs)
-        self.nodes[i] = node
-        self.committed[i] = {}
-        disk = self.disks[i]
-        self.apply(i, node.start(self.now, disk.quorum, list(disk.log)))
+        self.sim.nodes[i].start()
 
     def crash(self, i: int) -> None:
-        self.nodes[i] = None
-        self.incarnation[i] += 1
-        self.wake[i] = None
-        self.disks[i].crash()
+        """Power loss: the process and its unflushed writes are gone."""
+        self.sim.nodes[i].crash()
 
     def restart(self, i: int) -> None:
         self.crash(i)
         self.boot(i)
 
+    def set_flush_ms(self, i: int, flush_ms: tuple[int, int] | None) -> None:
+        """Node ``i``'s fsyncs take this long (None: the cluster's default again)."""
+        lo, hi = flush_ms or self.flush_ms
+        self.sim.nodes[i].disk_latency = (lo * MS, hi * MS)
+
     # -- network
+
+    def cut(self, src: int, dst: int) -> None:
+        """Drop every message from ``src`` to ``dst`` (one way) until ``heal``."""
+        self._cut.add((src, dst))
+        grudge: dict[str, list[str]] = {}
+        for a, b in sorted(self._cut):
+            grudge.setdefault(f"n{b}", []).append(f"n{a}")
+        self.sim.net.partition(grudge)
 
     def isolate(self, i: int) -> None:
         for j in self.ids:
             if j != i:
-                self.cut |= {(i, j), (j, i)}
+                self.cut(i, j)
+                self.cut(j, i)
 
     def partition(self, *groups: Iterable[int]) -> None:
         sets = [set(g) for g in groups]
         for a in sets:
             for b in sets:
                 if a is not b:
-                    self.cut |= {(x, y) for x in a for y in b}
+                    for x in sorted(a):
+                        for y in sorted(b):
+                            self.cut(x, y)
 
     def heal(self) -> None:
-        self.cut.clear()
-
-    # -- effects
-
-    def _push(self, t: int, kind: str, node: int, payload: Any) -> None:
-        self.seq += 1
-        heapq.heappush(self.queue, (t, self.seq, kind, node, self.incarnation[node], payload))
-
-    def apply(self, i: int, effects: list[Any]) -> None:
-        disk = self.disks[i]
-        for e in effects:
-            if isinstance(e, Send):
-                if (i, e.dst) not in self.cut and not (self.loss and self.rng.random() < self.loss):
-                    delay = self.rng.randint(*self.delay_ms) * MS
-                    self._push(self.now + delay, "msg", e.dst, (i, e.message))
-            elif isinstance(e, PersistQuorumState):
-                disk.quorum = e.state
-            elif isinstance(e, AppendLog):
-                assert e.records[0].offset == len(disk.log), (i, e.records[0].offset, len(disk.log))
-                disk.log.extend(e.records)
-            elif isinstance(e, TruncateLog):
-                del disk.log[e.from_offset :]
-                disk.flushed = min(disk.flushed, e.from_offset)
-            elif isinstance(e, Flush):
-                delay = self.rng.randint(*self.flush_ms_for.get(i, self.flush_ms)) * MS
-                self._push(self.now + delay, "flush", i, e.up_to_offset)
-            elif isinstance(e, Committed):
-                self._on_committed(i, e)
-            elif isinstance(e, Event):
-                self._on_event(e.data)
-            elif isinstance(e, Fatal):
-                self.fatal[i] = e.reason
-                self.crash(i)
-                return
-            elif isinstance(e, Reply) or hasattr(e, "request_id"):
-                self.replies[e.request_id] = (i, e)
-        self._schedule_wake(i)
-
-    def _on_committed(self, i: int, e: Committed) -> None:
-        for r in e.records:
-            mine = self.committed[i].setdefault(r.offset, r)
-            if mine != r:
-                self.violations.append(f"n{i} committed two entries at {r.offset}")
-            other = self.global_committed.setdefault(r.offset, r)
-            if other != r:
-                self.violations.append(f"committed divergence at offset {r.offset}: {other} vs {r} on n{i}")
-
-    def _on_event(self, data: dict) -> None:
-        self.events.append(data)
-        node = data["node"]
-        if data["epoch"] < self.last_epoch.get(node, 0):
-            self.violations.append(f"{node} epoch went from {self.last_epoch[node]} to {data['epoch']}")
-        self.last_epoch[node] = data["epoch"]
-        if data["type"] == "hw":
-            if data["hw"] < self.last_hw.get(node, 0):
-                self.violations.append(f"{node} high watermark went from {self.last_hw[node]} to {data['hw']}")
-            self.last_hw[node] = data["hw"]
-        if data["type"] == "state" and data["voted_for"] is not None:
-            prior = self.votes.setdefault((data["node"], data["epoch"]), data["voted_for"])
-            if prior != data["voted_for"]:
-                self.violations.append(
-                    f"{data['node']} voted for {prior} and {data['voted_for']} in epoch {data['epoch']}"
-                )
-        if data["type"] == "state" and data["role"] == "leader":
-            prior = self.leaders.setdefault(data["epoch"], data["node"])
-            if prior != data["node"]:
-                self.violations.append(f"two leaders in epoch {data['epoch']}: {prior} and {data['node']}")
-
-    def _schedule_wake(self, i: int) -> None:
-        node = self.nodes[i]
-        if node is None:
-            return
-        deadline = node.next_deadline()
-        if deadline is not None and deadline != self.wake[i]:
-            self.wake[i] = deadline
-            self._push(max(deadline, self.now), "tick", i, deadline)
+        self._cut.clear()
+        self.sim.net.heal()
 
     # -- running
 
-    def step(self) -> bool:
-        if not self.queue:
-            return False
-        t, _, kind, i, inc, payload = heapq.heappop(self.queue)
-        self.now = max(self.now, t)
-        node = self.nodes[i]
-        if node is None or inc != self.incarnation[i]:
-            return True
-        self.deliver(kind, i, node, payload)
-        return True
-
-    def deliver(self, kind: str, i: int, node: Any, payload: Any) -> None:
-        """Hand one due event to node ``i`` (subclasses add their own kinds)."""
-        if kind == "msg":
-            src, message = payload
-            if (src, i) in self.cut:
-                return
-            self.delivered += 1
-            self.apply(i, node.handle(self.now, src, message))
-        elif kind == "flush":
-            self.disks[i].flushed = max(self.disks[i].flushed, min(payload, len(self.disks[i].log)))
-            self.apply(i, node.flushed(self.now, payload))
-        elif kind == "tick":
-            if self.wake[i] != payload:
-                return
-            self.wake[i] = None
-            self.apply(i, node.tick(self.now))
-
     def run_for(self, ms: int) -> None:
-        end = self.now + ms * MS
-        while self.queue and self.queue[0][0] <= end:
-            self.step()
-        self.now = max(self.now, end)
+        self.sim.sched.run_until(self.now + ms * MS)
 
     def run_until(self, predicate: Callable[[], bool], timeout_ms: int = 60_000) -> bool:
-        end = self.now + timeout_ms * MS
-        while not predicate():
-            if not self.queue or self.queue[0][0] > end:
-                return predicate()
-            self.step()
-        return True
+        if predicate():
+            return True
+        self.sim.sched.run_until(self.now + timeout_ms * MS, stop=predicate)
+        return predicate()
 
     def call(self, i: int, method: str, *args: Any) -> list[Any]:
-        node = self.nodes[i]
-        effects = getattr(node, method)(self.now, *args)
-        self.apply(i, effects)
+        """Call ``method(now, *args)`` on node ``i``'s core and apply what it returns."""
+        node = self.sim.nodes[i]
+        effects = getattr(node.core, method)(node.core_now(), *args)
+        node.apply(effects)
         return effects
 
     # -- queries
 
     def alive(self) -> list[int]:
-        return [i for i in self.ids if self.nodes[i] is not None]
+        return [i for i in self.ids if self.sim.nodes[i].alive]
 
     def leader(self) -> int | None:
         """The live leader with the highest epoch, if any."""
         best = None
         for i in self.alive():
-            raft = raft_of(self.nodes[i])
-            if raft.role is Role.LEADER and (best is None or raft.epoch > raft_of(self.nodes[best]).epoch):
+            raft = self.node(i)
+            if raft.role is Role.LEADER and (best is None or raft.epoch > self.node(best).epoch):
                 best = i
         return best
 
@@ -276,9 +243,9 @@ class Cluster:
         lid = self.leader()
         if lid is None:
             return None
-        lraft = raft_of(self.nodes[lid])
+        lraft = self.node(lid)
         for i in self.alive():
-            raft = raft_of(self.nodes[i])
+            raft = self.node(i)
             if raft.epoch != lraft.epoch or raft.leader_id != lid:
                 return None
         leader_state = lraft._leader
@@ -287,4 +254,4 @@ class Cluster:
         return lid
 
     def node(self, i: int) -> RaftNode:
-        return raft_of(self.nodes[i])
+        return raft_of(self.sim.nodes[i].core)

@@ -1,4 +1,4 @@
-"""Whole clusters of 3 and 5 cores on the in-test driver: elect, replicate, commit, survive
+"""Whole clusters of 3 and 5 cores on the simulator (tests/nodes/raft/cluster.py): elect, replicate, commit, survive
 crashes and partitions; and each raft bug flag producing the failure it stands for."""
 
 import pytest
@@ -190,7 +190,7 @@ def test_restart_as_leader_reuses_epoch_offsets_and_diverges(broken):
     c = Cluster(3, seed=2, bugs={"restart-as-leader"} if broken else set()).start()
     assert c.run_until(lambda: c.stable_leader() is not None)
     lid = c.stable_leader()
-    c.flush_ms_for[lid] = (400, 400)  # the leader's disk is slow: followers hold more than it does
+    c.set_flush_ms(lid, (400, 400))  # the leader's disk is slow: followers hold more than it does
     end = c.node(lid).log_end_offset
     c.call(lid, "append", b"old", "old")
     followers = [i for i in c.ids if i != lid]
@@ -198,7 +198,7 @@ def test_restart_as_leader_reuses_epoch_offsets_and_diverges(broken):
     assert c.run_until(lambda: all(c.node(i).high_watermark > end for i in followers), 300)
     assert c.node(lid).flushed_offset == end
     c.restart(lid)  # loses the unflushed "old"
-    c.flush_ms_for.clear()
+    c.set_flush_ms(lid, None)
     assert c.node(lid).is_leader is broken
     if broken:
         c.call(lid, "append", b"new", "new")  # reuses (epoch, offset) pairs the followers hold
@@ -244,3 +244,38 @@ def test_vote_ignores_log_elects_a_stale_node_and_loses_committed_writes(broken)
         # who times out first is random; whenever the stale node wins, committed writes are lost
         assert any(won for won, _ in outcomes), outcomes
         assert all(problem for won, problem in outcomes if won), outcomes
+
+
+def _chaos(c: Cluster, rounds: int = 30) -> set[str]:
+    """Crashes, isolations and writes; the names of the safety checks that fired."""
+    rng = c.rng
+    for r in range(rounds):
+        c.heal()
+        victim = rng.choice(c.ids)
+        if rng.random() < 0.4 and c.nodes[victim] is not None:
+            c.crash(victim)
+        elif rng.random() < 0.4:
+            c.isolate(victim)
+        for i in c.ids:
+            if c.nodes[i] is None and rng.random() < 0.6:
+                c.boot(i)
+        lid = c.leader()
+        if lid is not None:
+            c.call(lid, "append", f"r{r}".encode(), f"r{r}")
+        c.run_for(rng.randint(5, 3000))
+    return {v.get("invariant") or v["anomaly"] for v in c.violations}
+
+
+@pytest.mark.parametrize(
+    ("bug", "seed", "seen"),
+    [
+        ("forget-vote", 0, "MonotonicEpoch"),  # the simulator's invariants: a vote held in memory is not on disk
+        ("lazy-flush", 0, "MajorityReachedHighWatermark"),
+        ("lazy-flush", 1, "hw-regression"),  # the epoch checker, over the nodes' events
+        ("commit-old-epoch", 1, "MonotonicHighWatermark"),
+        ("vote-ignores-log", 0, "ConsistentCommittedData"),
+    ],
+)
+def test_the_safety_checks_see_seeded_bugs(bug, seed, seen):
+    assert seen in _chaos(Cluster(3, seed=seed, bugs={bug}, flush_ms=(1, 300), delay_ms=(1, 30)).start())
+    assert _chaos(Cluster(3, seed=seed, flush_ms=(1, 300), delay_ms=(1, 30)).start()) == set()
