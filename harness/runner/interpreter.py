@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from harness.nemesis.interpreter import Applied
 from harness.recorder import Recorder
 from harness.runner.generator import NEMESIS, PENDING, Context, Generator
 
@@ -50,15 +51,6 @@ class Client(Protocol):
 
 
 ClientFactory = Callable[[int, int], Client]  # (thread, process) -> client
-
-
-@dataclass(frozen=True)
-class Applied:
-    """What a nemesis event did: the value for the history, the value for the schedule, an error."""
-
-    recorded: Any
-    realised: Any
-    error: str | None = None
 
 
 NemesisHandler = Callable[[dict[str, Any]], Awaitable[Applied]]
