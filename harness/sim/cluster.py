@@ -242,7 +242,7 @@ class Simulation:
             if opts.schedule is not None
             else generate(seed, self.names, opts.nemeses, opts.time_limit, opts.interval, opts.partition_kinds)
         )
-        self.faults = SimFaults(self)
+        self.faults = SimFaults(self.nodes.values(), self.net, self.sched, seed)
         self.nemesis = NemesisInterpreter(self.faults, self.names, random.Random(f"nemesis-run-{seed}"))
 
     # ------------------------------------------------------------------ plumbing used by nodes/clients

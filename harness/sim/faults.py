@@ -9,36 +9,36 @@ its links (`harness.sim.packets`, from their own random stream `packets-<seed>`)
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from harness.nemesis.faults import ClockChanges, PacketBehaviours, Strobe
 from harness.nemesis.partitions import Grudge
-from harness.sim.engine import MS, SECOND
+from harness.sim.engine import MS, SECOND, Scheduler
+from harness.sim.network import Network
+from harness.sim.node import SimNode
 from harness.sim.packets import Shaping
-
-if TYPE_CHECKING:
-    from harness.sim.cluster import Simulation
-    from harness.sim.node import SimNode
 
 
 class SimFaults:
-    """Every fault of the port, on one Simulation (deterministic: scheduler events and named streams)."""
+    """Every fault of the port, on a simulation's nodes, network and scheduler (deterministic: scheduler
+    events and named random streams)."""
 
-    def __init__(self, sim: Simulation) -> None:
-        self.sim = sim
-        self.nodes: dict[str, SimNode] = {n.name: n for n in sim.nodes.values()}
-        self.packet_rng = random.Random(f"packets-{sim.opts.seed}")
+    def __init__(self, nodes: Iterable[SimNode], net: Network, sched: Scheduler, seed: int | str) -> None:
+        self.nodes: dict[str, SimNode] = {n.name: n for n in nodes}
+        self.net = net
+        self.sched = sched
+        self.packet_rng = random.Random(f"packets-{seed}")
         self._strobes: dict[str, tuple[int, int]] = {}  # node -> (generation, base offset) of its running strobe
         self._generation = 0
 
     # ------------------------------------------------------------------ network
     def partition(self, grudge: Grudge) -> Grudge:
-        self.sim.net.partition(grudge)
+        self.net.partition(grudge)
         return {k: v for k, v in grudge.items() if v}
 
     def heal(self) -> None:
-        self.sim.net.heal()
+        self.net.heal()
 
     # ------------------------------------------------------------------ processes
     def kill(self, nodes: Sequence[str]) -> list[str]:
@@ -99,7 +99,7 @@ class SimFaults:
         node.clock_offset = base + delta if i < flips and i % 2 == 0 else base
         node.clock_changed()
         if i < flips:
-            self.sim.sched.after(period, self._flip, name, generation, base, delta, period, i + 1, flips)
+            self.sched.after(period, self._flip, name, generation, base, delta, period, i + 1, flips)
         else:
             del self._strobes[name]
 
@@ -119,8 +119,8 @@ class SimFaults:
     # ------------------------------------------------------------------ packets
     def packet_start(self, behaviours: PacketBehaviours, nodes: Sequence[str], peers: Sequence[str]) -> dict[str, Any]:
         shaping = Shaping(behaviours, nodes, peers, self.packet_rng)
-        self.sim.net.shaping = shaping
+        self.net.shaping = shaping
         return {"behaviours": shaping.behaviours, "nodes": list(nodes), "peers": list(peers)}
 
     def packet_stop(self) -> None:
-        self.sim.net.shaping = None
+        self.net.shaping = None
