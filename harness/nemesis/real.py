@@ -210,8 +210,9 @@ class RealNemesis:
         return self.interpreter.apply(event, self.leader() if needs else None).recorded  # type: ignore[misc]
 
     def heal_all(self) -> list[Any]:
-        """Heal every fault in force (the interpreter's heal events); what each did."""
-        return [self.invoke(e) for e in self.interpreter.heal_events()]
+        """Heal every enabled package (also what its parts were told directly) and anything else the interpreter
+        knows in force; what each heal event did."""
+        return [self.invoke(e) for e in self.interpreter.heal_events(self.faults.packages)]
 
     def describe(self, grudge: Mapping[str, Iterable[str]] | None = None) -> dict[str, Any]:
         """Components, one-way cuts and majority-holding nodes of a grudge (default: the active one)."""
