@@ -75,7 +75,7 @@ class RealFaults:
         return self
 
     def require_netem(self) -> None:
-        """PacketFaultUnsupported (a BackendError) unless the hosts can do every packet fault (tc netem)."""
+        """PacketFaultUnsupported unless the hosts can do every packet fault (tc netem)."""
         if self.packets.method != "iptables" and self.packets.netem_supported():
             return
         raise PacketFaultUnsupported(

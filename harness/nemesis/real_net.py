@@ -22,7 +22,7 @@ from typing import Any
 
 import networkx as nx
 
-from harness.backends.base import BackendError, Host
+from harness.backends.base import Host
 from harness.control.base import CommandError
 from harness.nemesis.partitions import Grudge
 from harness.nemesis.real_common import NemesisError, Undoable, on_hosts
@@ -185,8 +185,8 @@ def netem_script(iface: str, peers: Sequence[str], behaviours: Mapping[str, Mapp
     return lines[0] + "\n" + " && ".join(lines[1:])
 
 
-class PacketFaultUnsupported(NemesisError, BackendError):
-    """The hosts cannot do this packet fault (e.g. the kernel has no sch_netem): the backend cannot run the test."""
+class PacketFaultUnsupported(NemesisError):
+    """The hosts cannot do this packet fault (e.g. the kernel has no sch_netem)."""
 
 
 class PacketNemesis(Undoable):
