@@ -18,6 +18,9 @@ from typing import Any
 
 from checkers.errors import InputError
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, compose, exit_code, worst_exit
+from harness.argtypes import positive_float, positive_int
+
+CHECK_MODELS = ("auto", "cas-register", "register", "kv-append", "mutex", "multi-register", "queue", "epochs")
 
 _INFER = {
     "cas": "cas-register",
@@ -34,6 +37,53 @@ _INFER = {
     "assign": "queue",
 }
 _WORKLOAD_MODEL = {"register": "cas-register", "queue": "queue"}
+
+
+def add_arguments(check: argparse.ArgumentParser) -> None:
+    """The options of `kraftwerk check`."""
+    check.add_argument("files", nargs="+", metavar="FILE", help="history files, events files or run directories")
+    check.add_argument(
+        "--model",
+        default="auto",
+        choices=CHECK_MODELS,
+        help="what to check against (default: auto — inferred from the operations or the file)",
+    )
+    check.add_argument(
+        "--format",
+        default="auto",
+        choices=("auto", "jsonl", "edn", "jepsen-log"),
+        help="history format (default: auto — from the file name and contents)",
+    )
+    check.add_argument(
+        "--time-limit",
+        type=positive_float,
+        default=None,
+        metavar="S",
+        help="give up on a file after S seconds with valid=unknown (default: no limit)",
+    )
+    check.add_argument(
+        "--memory-limit",
+        type=positive_int,
+        default=None,
+        metavar="MB",
+        help="give up with valid=unknown when the checker's memory passes MB (default: 2048)",
+    )
+    check.add_argument(
+        "--initial",
+        default=None,
+        metavar="JSON",
+        help='initial register value as JSON (default: null; e.g. 0 or \'{"x": 0, "y": 0}\')',
+    )
+    check.add_argument("--html", metavar="FILE", help="write an HTML timeline of the failing (or first) key")
+    check.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="ANOMALY",
+        help="queue model: an anomaly type that does not make the verdict invalid (repeatable)",
+    )
+    check.add_argument("-j", "--jobs", type=positive_int, default=None, help="check files in N processes")
+    check.add_argument("-q", "--quiet", action="store_true", help="no human summary on stderr")
 
 
 def infer_model(fs: set[str], source: str) -> str:

@@ -56,10 +56,11 @@ def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[
         if not p.crashed:
             events.append((op.ret if op.ret is not None else 1 << 62, 1, n + 1 + i))
     events.sort()
+    order = _earliest_return_first(events, ops, n)
     nxt = [0] * (tail + 1)
     prv = [0] * (tail + 1)
     prev_entry = 0
-    for _, _, e in events:
+    for e in order:
         nxt[prev_entry] = e
         prv[e] = prev_entry
         prev_entry = e
@@ -203,6 +204,32 @@ def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[
             prv[q_] = e
             # after a forced read there is no alternative to try at this level
             e = fail if forced else nxt[e]
+
+
+def _earliest_return_first(events: list[tuple[int, int, int]], ops: list[Prepared], n: int) -> list[int]:
+    """The entries in time order, each run of consecutive calls sorted by return (crashed last).
+
+    Which calls the search may take next is "every call before the first remaining return", so
+    reordering calls between two returns changes no candidate set, only the order candidates are
+    tried: an operation that returned first usually took effect first, and trying it first finds
+    a linearization of a valid history with far less backtracking.
+    """
+    never = 1 << 62
+    out: list[int] = []
+    run: list[tuple[int, int]] = []
+    for _, is_return, e in events:
+        if is_return:
+            if run:
+                run.sort()
+                out.extend(c for _, c in run)
+                run = []
+            out.append(e)
+        else:
+            ret = ops[e - 1].operation.ret
+            run.append((never if ret is None or ops[e - 1].crashed else ret, e))
+    run.sort()
+    out.extend(c for _, c in run)
+    return out
 
 
 def run(ops: list[Prepared], initial: Any) -> Outcome:
