@@ -82,6 +82,13 @@ def add_arguments(check: argparse.ArgumentParser) -> None:
         metavar="ANOMALY",
         help="queue model: an anomaly type that does not make the verdict invalid (repeatable)",
     )
+    check.add_argument(
+        "--cas-mismatch",
+        action="store_true",
+        help='cas-register: a fail cas whose error is "cas-mismatch" did compare — the register held a value '
+        "other than the expected one at some point between its invocation and its completion — and is checked "
+        "as such a read (catches stale compares). Default: every fail cas did not happen (Jepsen, Knossos)",
+    )
     check.add_argument("-j", "--jobs", type=positive_int, default=None, help="check files in N processes")
     check.add_argument("-q", "--quiet", action="store_true", help="no human summary on stderr")
 
@@ -133,6 +140,7 @@ def _check_history_file(path: str, model: str, args: argparse.Namespace, fmt: st
             time_limit=args.time_limit,
             memory_limit_mb=args.memory_limit or 2048,
             jobs=getattr(args, "key_jobs", 1),
+            cas_mismatch=getattr(args, "cas_mismatch", False),
         )
         if args.html:
             from checkers.linearizable.timeline import write_timeline

@@ -110,11 +110,11 @@ def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[
                 continue
             # the common steps inline (see models.Kind); anything else calls the model
             k = kind[i]
-            if k == 1:  # observe: legal only when the state equals a
-                if state != arg_a[i]:
+            if k == 1 or k == 5:  # observe (state equals a) or differs (state is not a)
+                if (state == arg_a[i]) != (k == 1):
                     e = nxt[e]
                     continue
-                # A legal read changes nothing, so if any linearization exists from here one
+                # A legal observation changes nothing, so if any linearization exists from here one
                 # exists that places this read first: take it without branching, and if that
                 # configuration already failed, this one fails too.
                 nm = mask | bit[i]

@@ -9,6 +9,7 @@ import pytest
 
 from checkers import formats
 from checkers.errors import InputError
+from checkers.history import from_dicts
 from checkers.linearizable import check
 from checkers.linearizable.timeline import write_timeline
 from tests.checkers.helpers import h
@@ -174,3 +175,38 @@ def test_multi_register() -> None:
     history = formats.load(HISTORIES / "knossos/data/multi-register/good/multi-register.edn")
     assert check(history, "multi-register", {"x": 0, "y": 0})["valid"] is True
     assert check(history, "multi-register", {"x": 5, "y": 5})["valid"] is False
+
+
+def test_cas_mismatch_catches_a_stale_compare() -> None:
+    """write 1 completes, then a cas [1, 2] fails with cas-mismatch: only the opt-in sees the stale compare."""
+    rows = [
+        {"process": 0, "type": "invoke", "f": "write", "value": 1},
+        {"process": 0, "type": "ok", "f": "write", "value": 1},
+        {"process": 1, "type": "invoke", "f": "cas", "value": [1, 2]},
+        {"process": 1, "type": "fail", "f": "cas", "value": [1, 2], "error": "cas-mismatch"},
+        {"process": 0, "type": "invoke", "f": "read", "value": None},
+        {"process": 0, "type": "ok", "f": "read", "value": 1},
+    ]
+    assert check(from_dicts(rows), "cas-register")["valid"] is True
+    result = check(from_dicts(rows), "cas-register", cas_mismatch=True)
+    assert result["valid"] is False
+    assert "cas-mismatch" in result["failure"]["summary"] or any(
+        "cas-mismatch" in p["why"] for p in result["failure"]["pending"]
+    )
+    unmarked = [{k: v for k, v in r.items() if k != "error"} for r in rows]
+    assert check(from_dicts(unmarked), "cas-register", cas_mismatch=True)["valid"] is True
+
+
+def test_cas_mismatch_keeps_unobserved_crashed_writes() -> None:
+    """A crashed write nobody read can explain a compare failure, so it is not pruned."""
+    rows = [
+        {"process": 0, "type": "invoke", "f": "write", "value": 1},
+        {"process": 0, "type": "ok", "f": "write", "value": 1},
+        {"process": 2, "type": "invoke", "f": "write", "value": 5},
+        {"process": 1, "type": "invoke", "f": "cas", "value": [1, 2]},
+        {"process": 1, "type": "fail", "f": "cas", "value": [1, 2], "error": "cas-mismatch"},
+        {"process": 2, "type": "info", "f": "write", "value": 5},
+    ]
+    assert check(from_dicts(rows), "cas-register", cas_mismatch=True)["valid"] is True
+    without = [r for r in rows if r["process"] != 2]
+    assert check(from_dicts(without), "cas-register", cas_mismatch=True)["valid"] is False
