@@ -9,11 +9,8 @@ are expensive, and a global time limit or memory budget ends the rest with
 
 from __future__ import annotations
 
-import mmap
 import os
-import pickle
 import resource
-import tempfile
 import time
 from collections.abc import Callable, Generator
 from typing import Any
@@ -182,6 +179,10 @@ def _search_forked(
     quantum: int,
 ) -> tuple[dict[Any, Outcome], dict[Any, str], Any, float]:
     """Split keys over `jobs` forked children; the first refutation stops them all."""
+    import mmap
+    import pickle
+    import tempfile
+
     refuted = mmap.mmap(-1, 1)
     groups: list[dict[Any, list[Prepared]]] = [{} for _ in range(jobs)]
     loads = [0] * jobs

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from checkers.errors import InputError
@@ -35,20 +34,32 @@ GENERIC, OBSERVE, OVERWRITE, CAS, APPEND, DIFFERS = range(6)
 CAS_MISMATCH = "cas-mismatch"  # the `error` of a cas that failed because the compare failed
 
 
-@dataclass(slots=True)
 class Prepared:
     """One operation ready for the search."""
 
-    operation: Operation
-    step: Step
-    crashed: bool
-    # crashed operations with the same `twin` are interchangeable (symmetry reduction)
-    twin: Any = None
-    # the value this operation leaves in the register, when it writes one (for pruning)
-    writes: Any = None
-    kind: int = GENERIC
-    a: Any = None
-    b: Any = None
+    __slots__ = ("operation", "step", "crashed", "twin", "writes", "kind", "a", "b")
+
+    def __init__(
+        self,
+        operation: Operation,
+        step: Step,
+        crashed: bool,
+        twin: Any = None,
+        writes: Any = None,
+        kind: int = GENERIC,
+        a: Any = None,
+        b: Any = None,
+    ) -> None:
+        self.operation = operation
+        self.step = step
+        self.crashed = crashed
+        # crashed operations with the same `twin` are interchangeable (symmetry reduction)
+        self.twin = twin
+        # the value this operation leaves in the register, when it writes one (for pruning)
+        self.writes = writes
+        self.kind = kind
+        self.a = a
+        self.b = b
 
 
 def show(value: Any) -> str:

@@ -21,7 +21,6 @@ a `Outcome`.
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.linearizable.models import ILLEGAL, Prepared
@@ -30,17 +29,27 @@ VALID = True
 INVALID = False
 
 
-@dataclass
 class Outcome:
     """The result of one partition's search."""
 
-    valid: bool
-    steps: int = 0
-    configurations: int = 0
-    # for an invalid verdict: the deepest partial linearization found
-    prefix: list[int] = field(default_factory=list)  # positions into the prepared list, in order
-    state: Any = None
-    blocked: int | None = None  # the ok operation whose return could not be reached
+    __slots__ = ("valid", "steps", "configurations", "prefix", "state", "blocked")
+
+    def __init__(
+        self,
+        valid: bool,
+        steps: int = 0,
+        configurations: int = 0,
+        prefix: list[int] | None = None,
+        state: Any = None,
+        blocked: int | None = None,
+    ) -> None:
+        self.valid = valid
+        self.steps = steps
+        self.configurations = configurations
+        # for an invalid verdict: the deepest partial linearization found
+        self.prefix = prefix if prefix is not None else []  # positions into the prepared list, in order
+        self.state = state
+        self.blocked = blocked  # the ok operation whose return could not be reached
 
 
 def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[None, None, Outcome]:
