@@ -92,6 +92,23 @@ def parse_edn(text: str, source: str = "<edn>") -> History:
 
 _LOG_LINE = re.compile(r"\s*(\S+)\s+(:\S+)\s+(:\S+)(?:\s+(.*?))?\s*$")
 _LOG_PREFIX = "jepsen.util - "
+_INT = re.compile(r"[+-]?\d+")
+_INT_PAIR = re.compile(r"\[\s*([+-]?\d+)[\s,]+([+-]?\d+)\s*\]")
+_KEYWORD = re.compile(r":[A-Za-z_\-?!*+<>=][\w\-?!*.+<>=]*")
+
+
+def _log_value(text: str, source: str) -> Any:
+    """A Jepsen log value: the common shapes (nil, an integer, [a b], :keyword) directly, anything else as EDN."""
+    if text == "nil":
+        return None
+    if _INT.fullmatch(text):
+        return int(text)
+    m = _INT_PAIR.fullmatch(text)
+    if m is not None:
+        return [int(m.group(1)), int(m.group(2))]
+    if _KEYWORD.fullmatch(text):
+        return text[1:]
+    return _plain(edn.loads(text, source))
 
 
 def parse_jepsen_log(lines: Iterable[str], source: str = "<log>") -> History:
@@ -122,7 +139,7 @@ def parse_jepsen_log(lines: Iterable[str], source: str = "<log>") -> History:
         error: Any = None
         if value_s:
             try:
-                value = _plain(edn.loads(value_s, source))
+                value = _log_value(value_s, source)
             except InputError:
                 value = value_s  # free text (e.g. an exception message)
         if isinstance(value, str) and value_s and value_s.startswith(":") and process != NEMESIS:

@@ -154,3 +154,21 @@ def test_jsonl_edn_round_trip(rows: list[dict]) -> None:
 def test_edn_export_is_knossos_shaped() -> None:
     op = Op(index=0, type="invoke", process=3, f="cas", value=[1, 4], time=12, key="r1")
     assert formats.op_to_edn(op) == '{:index 0, :time 12, :type :invoke, :process 3, :f :cas, :key "r1", :value [1 4]}'
+
+
+@given(
+    st.one_of(
+        st.just("nil"),
+        st.integers(-(10**20), 10**20).map(str),
+        st.tuples(st.integers(-99, 99), st.integers(-99, 99), st.sampled_from([" ", ", ", "  "])).map(
+            lambda t: f"[{t[0]}{t[2]}{t[1]}]"
+        ),
+        st.from_regex(r":[a-z][a-z0-9\-?!*.]{0,12}", fullmatch=True),
+        st.sampled_from(["[1 2 3]", "{:a 1}", '"text"', ":a/b", "[nil 1]", "#{1 2}", "1.5", "007", "+5"]),
+    )
+)
+def test_log_values_read_as_edn(text: str) -> None:
+    """The Jepsen log fast path reads every value exactly as the EDN reader does."""
+    from checkers.formats import _log_value, _plain
+
+    assert _log_value(text, "x") == _plain(edn.loads(text, "x"))
