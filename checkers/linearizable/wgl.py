@@ -98,6 +98,12 @@ def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[
     stack: list[tuple[int, Any, int]] = []
     cache: set[tuple[int, Any]] = set()
     cache_add = cache.add
+    # Dominance (crashed operations only): a configuration that failed with crashed set C also
+    # fails with any larger crashed set and the same ok operations and state, since a crashed
+    # operation may always be left out. failed[(ok part, state)] lists the crashed sets that failed.
+    ok_bits = sum(bit[i] for i in range(n) if is_ok[i])
+    crashed_bits = ((1 << n) - 1) ^ ok_bits
+    failed: dict[tuple[int, Any], list[int]] = {}
     best_depth = -1
     best: Outcome | None = None
     total = 0
@@ -128,7 +134,7 @@ def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[
                 # configuration already failed, this one fails too.
                 nm = mask | bit[i]
                 key = (nm, state)
-                if key in cache:
+                if key in cache or (crashed_bits and _dominated(failed, nm, ok_bits, state)):
                     e = fail
                     continue
                 cache_add(key)
@@ -162,7 +168,7 @@ def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[
                     continue
             nm = mask | bit[i]
             key = (nm, ns)
-            if key in cache:
+            if key in cache or (crashed_bits and _dominated(failed, nm, ok_bits, ns)):
                 e = nxt[e]
                 continue
             cache_add(key)
@@ -197,6 +203,8 @@ def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[
                 best.steps = total + quantum - budget
                 best.configurations = len(cache)
                 return best
+            if crashed_bits and mask & crashed_bits:
+                failed.setdefault((mask & ok_bits, state), []).append(mask & crashed_bits)
             e, state, mask = stack.pop()
             forced = e < 0
             if forced:
@@ -213,6 +221,16 @@ def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[
             prv[q_] = e
             # after a forced read there is no alternative to try at this level
             e = fail if forced else nxt[e]
+
+
+def _dominated(failed: dict[tuple[int, Any], list[int]], mask: int, ok_bits: int, state: Any) -> bool:
+    """Did a configuration with the same ok operations and state, and fewer crashed ones, fail?"""
+    sets = failed.get((mask & ok_bits, state))
+    if sets:
+        for c in sets[-4:]:  # the latest few only: a bounded check, still sound
+            if c & mask == c:
+                return True
+    return False
 
 
 def _earliest_return_first(events: list[tuple[int, int, int]], ops: list[Prepared], n: int) -> list[int]:
