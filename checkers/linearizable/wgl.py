@@ -52,8 +52,14 @@ class Outcome:
         self.blocked = blocked  # the ok operation whose return could not be reached
 
 
-def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[None, None, Outcome]:
-    """Check that `ops` (one partition, any order) linearize from `initial`."""
+def search(
+    ops: list[Prepared], initial: Any, quantum: int = 4096, probing: bool = True
+) -> Generator[None, None, Outcome]:
+    """Check that `ops` (one partition, any order) linearize from `initial`.
+
+    `probing`: each configuration tries the operation that returns first before the others (see
+    below); the verdict is the same either way, only the work differs.
+    """
     n = len(ops)
     # entries: 0 = head sentinel, 1..n = calls, n+1..2n = returns, 2n+1 = tail sentinel
     tail = 2 * n + 1
@@ -95,7 +101,7 @@ def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[
     arg_b = [p.b for p in ops]
     state = initial
     mask = 0
-    stack: list[tuple[int, Any, int]] = []
+    stack: list[tuple[int, Any, int, int]] = []
     cache: set[tuple[int, Any]] = set()
     cache_add = cache.add
     # Dominance (crashed operations only): a configuration that failed with crashed set C also
@@ -110,7 +116,16 @@ def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[
     budget = quantum
     if remaining == 0:
         return Outcome(VALID, 0, 0)
-    e = nxt[0]
+    # Each configuration first tries the operation whose return comes first (it must be placed
+    # before that return anyway, and usually took effect first), then every call in list order.
+    # `probe` is that call's entry while it is being tried; a stack mark above `probed` says so.
+    by_ret = sorted((i for i in range(n) if is_ok[i]), key=lambda i: ops[i].operation.ret)
+    rp = 0
+    probed = fail + 1
+    if probing:
+        probe = e = by_ret[0] + 1
+    else:
+        probe, e = 0, nxt[0]
     while True:
         budget -= 1
         if not budget:
@@ -121,13 +136,21 @@ def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[
             i = e - 1
             g = gate[i]
             if g and not (mask & g):
-                e = nxt[e]
+                if e == probe:
+                    probe = 0
+                    e = nxt[0]
+                else:
+                    e = nxt[e]
                 continue
             # the common steps inline (see models.Kind); anything else calls the model
             k = kind[i]
             if k == 1 or k == 5:  # observe (state equals a) or differs (state is not a)
                 if (state == arg_a[i]) != (k == 1):
-                    e = nxt[e]
+                    if e == probe:
+                        probe = 0
+                        e = nxt[0]
+                    else:
+                        e = nxt[e]
                     continue
                 # A legal observation changes nothing, so if any linearization exists from here one
                 # exists that places this read first: take it without branching, and if that
@@ -138,7 +161,7 @@ def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[
                     e = fail
                     continue
                 cache_add(key)
-                stack.append((-e, state, mask))
+                stack.append((-e, state, mask, rp))
                 mask = nm
                 p_, q_ = prv[e], nxt[e]
                 nxt[p_] = q_
@@ -150,13 +173,22 @@ def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[
                 remaining -= 1
                 if not remaining:
                     return Outcome(VALID, total + quantum - budget, len(cache))
-                e = nxt[0]
+                if probing:
+                    while mask & bit[by_ret[rp]]:
+                        rp += 1
+                    probe = e = by_ret[rp] + 1
+                else:
+                    e = nxt[0]
                 continue
             elif k == 2:  # overwrite with a
                 ns = arg_a[i]
             elif k == 3:  # compare-and-set a -> b
                 if state != arg_a[i]:
-                    e = nxt[e]
+                    if e == probe:
+                        probe = 0
+                        e = nxt[0]
+                    else:
+                        e = nxt[e]
                     continue
                 ns = arg_b[i]
             elif k == 4:  # append a
@@ -164,15 +196,23 @@ def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[
             else:
                 ns = steps[i](state)
                 if ns is ILLEGAL:
-                    e = nxt[e]
+                    if e == probe:
+                        probe = 0
+                        e = nxt[0]
+                    else:
+                        e = nxt[e]
                     continue
             nm = mask | bit[i]
             key = (nm, ns)
             if key in cache or (crashed_bits and _dominated(failed, nm, ok_bits, ns)):
-                e = nxt[e]
+                if e == probe:
+                    probe = 0
+                    e = nxt[0]
+                else:
+                    e = nxt[e]
                 continue
             cache_add(key)
-            stack.append((e, state, mask))
+            stack.append((e + probed if e == probe else e, state, mask, rp))
             state = ns
             mask = nm
             p_, q_ = prv[e], nxt[e]
@@ -186,7 +226,12 @@ def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[
                 remaining -= 1
                 if not remaining:
                     return Outcome(VALID, total + quantum - budget, len(cache))
-            e = nxt[0]
+            if probing:
+                while mask & bit[by_ret[rp]]:
+                    rp += 1
+                probe = e = by_ret[rp] + 1
+            else:
+                e = nxt[0]
         else:
             # a return entry (or the tail): the operation pending here cannot be placed later
             depth = total_ok - remaining
@@ -194,7 +239,7 @@ def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[
                 best_depth = depth
                 best = Outcome(
                     INVALID,
-                    prefix=[abs(s[0]) - 1 for s in stack],
+                    prefix=[_entry(s[0], probed) - 1 for s in stack],
                     state=state,
                     blocked=(e - n - 1) if e != tail else None,
                 )
@@ -205,10 +250,14 @@ def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[
                 return best
             if crashed_bits and mask & crashed_bits:
                 failed.setdefault((mask & ok_bits, state), []).append(mask & crashed_bits)
-            e, state, mask = stack.pop()
+            e, state, mask, rp = stack.pop()
+            probe = 0
             forced = e < 0
             if forced:
                 e = -e
+            was_probe = e > probed
+            if was_probe:
+                e -= probed
             i = e - 1
             if is_ok[i]:
                 r = e + n
@@ -219,8 +268,15 @@ def search(ops: list[Prepared], initial: Any, quantum: int = 4096) -> Generator[
             p_, q_ = prv[e], nxt[e]
             nxt[p_] = e
             prv[q_] = e
-            # after a forced read there is no alternative to try at this level
-            e = fail if forced else nxt[e]
+            # after a forced read there is no alternative to try at this level; after the
+            # first-tried call, every call in list order is still to try
+            e = fail if forced else (nxt[0] if was_probe else nxt[e])
+
+
+def _entry(marked: int, probed: int) -> int:
+    """The call entry of a stack mark (negative: forced; above `probed`: tried first)."""
+    e = abs(marked)
+    return e - probed if e > probed else e
 
 
 def _dominated(failed: dict[tuple[int, Any], list[int]], mask: int, ok_bits: int, state: Any) -> bool:
@@ -259,9 +315,9 @@ def _earliest_return_first(events: list[tuple[int, int, int]], ops: list[Prepare
     return out
 
 
-def run(ops: list[Prepared], initial: Any) -> Outcome:
+def run(ops: list[Prepared], initial: Any, probing: bool = True) -> Outcome:
     """Run a search to completion (no interleaving)."""
-    gen = search(ops, initial)
+    gen = search(ops, initial, probing=probing)
     while True:
         try:
             next(gen)

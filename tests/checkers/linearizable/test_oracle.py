@@ -245,3 +245,18 @@ def test_keys_compose(plans_: list[Any]) -> None:
     history = from_dicts(rows)
     assert check(history, "cas-register")["valid"] is expected
     assert check(history, "cas-register", jobs=2)["valid"] is expected
+
+
+@given(st.sampled_from(["cas-register", "kv-append", "mutex"]).flatmap(lambda m: st.tuples(st.just(m), plans(m))))
+def test_search_order_does_not_change_verdicts(case: Any) -> None:
+    """Trying the first-returning operation first (probing) or not, every partition agrees with the oracle."""
+    from checkers.linearizable.check import prepare
+    from checkers.linearizable.models import make_model
+    from checkers.linearizable.wgl import run
+
+    model_name, (rows, ops) = case
+    expected = oracle(model_name, ops, INITIAL[model_name])
+    model = make_model(model_name)
+    prepared, _ = prepare(model, from_dicts(rows).operations(), "<plan>")
+    assert run(prepared, model.initial, probing=True).valid is expected
+    assert run(prepared, model.initial, probing=False).valid is expected
