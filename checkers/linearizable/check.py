@@ -132,15 +132,12 @@ def interleave(
     memory_limit_mb: float | None,
     quantum: int,
     stop: Callable[[], bool] | None = None,
-    probing: bool = True,
 ) -> tuple[dict[Any, Outcome], dict[Any, str], Any]:
     """Search every key round-robin until one is refuted, all finish, or a limit is hit.
 
     Returns (outcomes of finished keys, {key: cause} for keys given up, the refuted key or _NONE).
     """
-    gens: dict[Any, Generator[None, None, Outcome]] = {
-        key: search(p, initial, quantum, probing) for key, p in prepared.items()
-    }
+    gens: dict[Any, Generator[None, None, Outcome]] = {key: search(p, initial, quantum) for key, p in prepared.items()}
     outcomes: dict[Any, Outcome] = {}
     unknown: dict[Any, str] = {}
     invalid_key: Any = _NONE
@@ -180,7 +177,6 @@ def _search_forked(
     deadline: float | None,
     memory_limit_mb: float | None,
     quantum: int,
-    probing: bool = True,
 ) -> tuple[dict[Any, Outcome], dict[Any, str], Any, float]:
     """Split keys over `jobs` forked children; the first refutation stops them all."""
     import mmap
@@ -205,7 +201,7 @@ def _search_forked(
             code = 0
             try:
                 outcomes, unknown, invalid = interleave(
-                    group, initial, deadline, per_child_mb, quantum, stop=lambda: refuted[0] == 1, probing=probing
+                    group, initial, deadline, per_child_mb, quantum, stop=lambda: refuted[0] == 1
                 )
                 if invalid is not _NONE:
                     refuted[0] = 1
@@ -281,12 +277,10 @@ def check(
     searched = sum(len(p) for p in prepared.values())
     if jobs > 1 and len(prepared) > 1 and searched >= PARALLEL_MIN_OPS:
         outcomes, unknown, invalid_key, rss = _search_forked(
-            prepared, model.initial, jobs, deadline, memory_limit_mb, quantum, model.probing
+            prepared, model.initial, jobs, deadline, memory_limit_mb, quantum
         )
     else:
-        outcomes, unknown, invalid_key = interleave(
-            prepared, model.initial, deadline, memory_limit_mb, quantum, probing=model.probing
-        )
+        outcomes, unknown, invalid_key = interleave(prepared, model.initial, deadline, memory_limit_mb, quantum)
         rss = _peak_rss_mb()
 
     steps = sum(o.steps for o in outcomes.values())

@@ -72,10 +72,6 @@ class Model:
     name = "model"
     fs: tuple[str, ...] = ()
     prunes_unobserved_writes = False
-    # The search tries first the operation that returns first (wgl.search `probing`): on the
-    # etcd corpus (registers) that is 5× less work; on Porcupine's kv logs it is more, so there
-    # models keep plain invocation order. Verdicts do not depend on it.
-    probing = False
 
     def __init__(self, initial: Any = None, cas_mismatch: bool = False) -> None:
         self.initial = freeze(initial)
@@ -124,7 +120,6 @@ class Register(Model):
     name = "register"
     fs = ("read", "write")
     prunes_unobserved_writes = True
-    probing = True
 
     def compile(self, op: Operation, crashed: bool, source: str) -> Prepared | None:
         f = op.f

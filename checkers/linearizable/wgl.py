@@ -13,6 +13,14 @@ Two reductions keep crashed operations cheap:
   so k identical crashed writes cost k+1 configurations instead of 2^k;
 - the caller drops crashed operations that provably cannot matter.
 
+Three more cut the search without changing a verdict:
+- each configuration first tries the operation whose return comes first (it must be placed
+  before that return, and usually took effect first), then the others in invocation order;
+- a configuration is dropped when one with the same ok operations and state but fewer crashed
+  operations already failed (a crashed operation may always be left out);
+- string states that appends only grow (kv-append): once a read waiting in the window sees a
+  value the state is not a prefix of, and no overwrite can come before that read, give up.
+
 The generator yields `None` every `quantum` steps so callers can interleave many
 partitions (fail fast) and enforce time and memory limits; its return value is
 a `Outcome`.
@@ -23,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from checkers.linearizable.models import ILLEGAL, Prepared
+from checkers.linearizable.models import APPEND, ILLEGAL, OBSERVE, OVERWRITE, Prepared
 
 VALID = True
 INVALID = False
@@ -96,6 +104,12 @@ def search(
             last_twin[t] = i
 
     remaining = total_ok = sum(is_ok)
+    # Appends only grow a string state, so a pending read of a value the state is not a prefix of
+    # can no longer be satisfied unless an overwrite (put) may still come before that read.
+    growing = isinstance(initial, str) and APPEND in (p.kind for p in ops)
+    growing = growing and all(p.kind in (OBSERVE, OVERWRITE, APPEND) for p in ops)
+    ret_at = [p.operation.ret if p.operation.ret is not None else 1 << 62 for p in ops]
+    puts = sorted((p.operation.call, i) for i, p in enumerate(ops) if p.kind == OVERWRITE)
     kind = [p.kind for p in ops]
     arg_a = [p.a for p in ops]
     arg_b = [p.b for p in ops]
@@ -204,7 +218,11 @@ def search(
                     continue
             nm = mask | bit[i]
             key = (nm, ns)
-            if key in cache or (crashed_bits and _dominated(failed, nm, ok_bits, ns)):
+            if (
+                key in cache
+                or (crashed_bits and _dominated(failed, nm, ok_bits, ns))
+                or (k == 4 and growing and _unreachable_read(ns, nm, e, nxt, n, kind, arg_a, ret_at, puts, bit))
+            ):
                 if e == probe:
                     probe = 0
                     e = nxt[0]
@@ -271,6 +289,34 @@ def search(
             # after a forced read there is no alternative to try at this level; after the
             # first-tried call, every call in list order is still to try
             e = fail if forced else (nxt[0] if was_probe else nxt[e])
+
+
+def _unreachable_read(
+    state: str,
+    mask: int,
+    taken: int,
+    nxt: list[int],
+    n: int,
+    kind: list[int],
+    arg_a: list[Any],
+    ret_at: list[int],
+    puts: list[tuple[int, int]],
+    bit: list[int],
+) -> bool:
+    """After an append gives `state` (call entry `taken`): does some read still waiting in the window
+    see a value that `state` is not a prefix of, with no overwrite able to come before that read?"""
+    first_put = 1 << 62
+    for call, j in puts:
+        if not mask & bit[j]:
+            first_put = call
+            break
+    e = nxt[0]
+    while e <= n:
+        j = e - 1
+        if e != taken and kind[j] == OBSERVE and not arg_a[j].startswith(state) and first_put > ret_at[j]:
+            return True
+        e = nxt[e]
+    return False
 
 
 def _entry(marked: int, probed: int) -> int:

@@ -72,6 +72,30 @@ def test_unobserved_crashed_writes_are_pruned() -> None:
     assert result["stats"]["pruned"] == 30
 
 
+def test_append_reads_refute_early_only_without_a_put_before() -> None:
+    """A read of a string the state cannot grow into ends a branch, unless a put may still come first."""
+    # a read concurrent with 16 appends that shows none of them: refuted at once, not after 16! orders
+    rows = [(99, "invoke", "get", None)]
+    rows += [(p, "invoke", "append", f"<{p}>") for p in range(16)]
+    rows += [(p, "ok", "append", f"<{p}>") for p in range(16)]
+    rows += [(99, "ok", "get", "zzz")]
+    result = check(h(*rows), "kv-append", time_limit=10)
+    assert result["valid"] is False
+    assert result["stats"]["steps"] < 10_000
+    # a put invoked before the read returns may reset the string: "x" + "b" is then fine
+    ok = h(
+        (0, "invoke", "append", "a"),
+        (0, "ok", "append", "a"),
+        (1, "invoke", "put", "x"),
+        (2, "invoke", "append", "b"),
+        (2, "ok", "append", "b"),
+        (3, "invoke", "get", None),
+        (3, "ok", "get", "xb"),
+        (1, "ok", "put", "x"),
+    )
+    assert check(ok, "kv-append")["valid"] is True
+
+
 def test_identical_crashed_ops_are_cheap() -> None:
     # 40 crashed writes of the same two values: without the twin reduction this is 2^40 subsets
     rows = [(p, t, "write", p % 2) for p in range(40) for t in ("invoke", "info")]
@@ -98,8 +122,11 @@ def test_unknown_model() -> None:
 
 
 def _expensive_and_bad() -> list[tuple]:
-    """Key "hard": 14 concurrent crashed appends + reads that defeat the memo; key "bad": refuted at once."""
-    rows: list[tuple] = []
+    """Key "hard": 14 concurrent crashed appends + reads that defeat the memo; key "bad": refuted at once.
+
+    The crashed put keeps "hard" from being refuted by the reads alone (a put may reset the string).
+    """
+    rows: list[tuple] = [(99, "invoke", "put", "p", "hard")]
     for p in range(14):
         rows.append((p, "invoke", "append", f"<{p}>", "hard"))
     for p in range(14):
