@@ -37,6 +37,9 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+_KNOWN = frozenset(("type", "process", "f", "value", "time", "key", "index", "error", "node"))
+
+
 def _op_from_edn(obj: Any, source: str, line: int, position: int) -> Op:
     if not isinstance(obj, dict):
         raise InputError(f"expected an op map, got {type(obj).__name__}", source, line)
@@ -64,8 +67,7 @@ def _op_from_edn(obj: Any, source: str, line: int, position: int) -> Op:
         key = _plain(key)
         if isinstance(key, list):
             key = tuple(key)
-    known = {"type", "process", "f", "value", "time", "key", "index", "error", "node"}
-    extra = {str.__str__(k): _plain(v) for k, v in obj.items() if k not in known} or None
+    extra = {str.__str__(k): _plain(v) for k, v in obj.items() if k not in _KNOWN} or None
     node = obj.get("node")
     return Op(
         index=position,
@@ -84,7 +86,10 @@ def _op_from_edn(obj: Any, source: str, line: int, position: int) -> Op:
 
 def parse_edn(text: str, source: str = "<edn>") -> History:
     """Jepsen EDN history: a vector/list of op maps, or one op map per line."""
-    ops = [_op_from_edn(obj, source, line, i) for i, (obj, line) in enumerate(edn.read_elements(text, source))]
+    elements = edn.read_flat_lines(text)  # Porcupine's kv files: one flat map per line, read directly
+    if elements is None:
+        elements = list(edn.read_elements(text, source))
+    ops = [_op_from_edn(obj, source, line, i) for i, (obj, line) in enumerate(elements)]
     history = History(ops, source)
     history.operations()
     return history

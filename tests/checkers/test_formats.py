@@ -172,3 +172,32 @@ def test_log_values_read_as_edn(text: str) -> None:
     from checkers.formats import _log_value, _plain
 
     assert _log_value(text, "x") == _plain(edn.loads(text, "x"))
+
+
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "process": st.integers(0, 60),
+                "type": st.sampled_from([":invoke", ":ok", ":fail", ":info"]),
+                "f": st.sampled_from([":get", ":put", ":append"]),
+                "key": st.text("0123456789", min_size=1, max_size=2).map(lambda k: f'"{k}"'),
+                "value": st.one_of(
+                    st.just("nil"), st.integers(-5, 5).map(str), st.text('xy 0\\"', max_size=6).map(edn.dumps)
+                ),
+            }
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_flat_edn_lines_read_as_the_reader_does(maps: list[dict[str, str]]) -> None:
+    """Porcupine-style files (one flat map per line) give the same ops on the fast path as through the reader."""
+    lines = ["{" + ", ".join(f":{k} {v}" for k, v in m.items()) + "}" for m in maps]
+    text = "\n".join(lines) + "\n"
+    fast = edn.read_flat_lines(text)
+    assert fast is not None
+    slow = list(edn.read_elements("[" + text + "]"))
+    assert [({str(k): v for k, v in d.items()}) for d, _ in fast] == [
+        {str(k): formats._plain(v) for k, v in d.items()} for d, _ in slow
+    ]
