@@ -163,7 +163,11 @@ def test_time_limit_gives_unknown() -> None:
     assert result["unknown-keys"] == [{"key": "hard", "cause": "timeout"}]
 
 
-def test_forked_jobs_agree_with_one_process() -> None:
+def test_forked_jobs_agree_with_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    check_module = importlib.import_module("checkers.linearizable.check")
+    monkeypatch.setattr(check_module, "PARALLEL_MIN_OPS", 1)  # fork even for small histories
     history = formats.load(HISTORIES / "porcupine/test_data/kv/c10-bad.txt")
     one = check(history, "kv-append")
     two = check(history, "kv-append", jobs=2)
