@@ -13,7 +13,8 @@ child's environment) and one untimed warm-up run of each side comes first. Porcu
 whole test-binary process per corpus (`porcupine.test -test.run REGEX`, cwd = the corpus, whose
 `test_data/` is Porcupine's own). The two alternate within every round (who goes first swaps each
 round), over --rounds rounds; the script prints best and median wall seconds and the ratios
-kraftwerk/Porcupine. It never compares with a stored figure. Every run's verdicts are checked:
+kraftwerk/Porcupine (wall seconds; CPU seconds too, which a loaded machine disturbs less). It
+never compares with a stored figure. Every run's verdicts are checked:
 ours against MANIFEST.tsv, Porcupine's by its exit status (its tests assert the verdicts).
 
 Getting Porcupine (Go; nothing of it is copied into this project, only its test binary runs):
@@ -55,8 +56,9 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def _timed(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, float, int, str]:
-    """Run one process; (wall seconds, peak RSS MiB of it and its waited-for children, exit code, stdout)."""
+def _timed(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, float, float, int, str]:
+    """Run one process: wall seconds, CPU seconds (user + system, with its waited-for children),
+    peak RSS MiB, exit code, stdout."""
     with tempfile.TemporaryFile() as out:
         started = time.perf_counter()
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.DEVNULL)
@@ -65,7 +67,7 @@ def _timed(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> tup
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         text = out.read().decode()
-    return wall, usage.ru_maxrss / 1024.0, proc.returncode, text
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0, proc.returncode, text
 
 
 def expected_verdicts() -> dict[str, bool]:
@@ -83,12 +85,15 @@ class Corpus:
         self.name, self.files, self.model, self.regex = name, files, model, porcupine_regex
         self.ours: list[float] = []
         self.theirs: list[float] = []
+        self.ours_cpu: list[float] = []
+        self.theirs_cpu: list[float] = []
         self.peak_mb = 0.0
         self.verdicts = {"valid": 0, "invalid": 0, "unknown": 0}
 
     def run_ours(self, expected: dict[str, bool]) -> float:
         argv = [sys.executable, "-m", "harness.cli", "check", *self.files, "--model", self.model, "--quiet"]
-        wall, rss, code, out = _timed(argv, ROOT, _child_env())
+        wall, cpu, rss, code, out = _timed(argv, ROOT, _child_env())
+        self.ours_cpu.append(cpu)
         if code not in (0, 1):
             raise SystemExit(f"kraftwerk check failed on {self.name} (exit {code})")
         results = [json.loads(line) for line in out.splitlines()]
@@ -103,7 +108,8 @@ class Corpus:
 
     def run_theirs(self, binary: str) -> float:
         assert self.regex is not None
-        wall, _, code, out = _timed([binary, "-test.run", self.regex], PORCUPINE_DATA)
+        wall, cpu, _, code, out = _timed([binary, "-test.run", self.regex], PORCUPINE_DATA)
+        self.theirs_cpu.append(cpu)
         if code != 0:
             raise SystemExit(f"Porcupine's {self.regex} failed (exit {code}):\n{out[-2000:]}")
         return wall
@@ -118,6 +124,8 @@ def bench_side_by_side(corpora: list[Corpus], binary: str, rounds: int) -> None:
     for c in corpora:  # warm-up: bytecode cache, page cache
         c.run_ours(expected)
         c.run_theirs(binary)
+        c.ours_cpu.clear()
+        c.theirs_cpu.clear()
     for r in range(rounds):
         for c in corpora:
             if r % 2 == 0:
@@ -245,16 +253,17 @@ def main() -> int:
     print()
     print(
         "| corpus | kraftwerk best (s) | Porcupine best (s) | ratio best | kraftwerk median (s) "
-        "| Porcupine median (s) | ratio median | kraftwerk peak RSS (MiB) | kraftwerk verdicts |"
+        "| Porcupine median (s) | ratio median | CPU best, kraftwerk / Porcupine (s) "
+        "| kraftwerk peak RSS (MiB) | kraftwerk verdicts |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for c in corpora:
         ob, tb = min(c.ours), min(c.theirs)
         om, tm = statistics.median(c.ours), statistics.median(c.theirs)
         v = ", ".join(f"{n} {k}" for k, n in c.verdicts.items() if n)
         print(
             f"| {c.name} | {ob:.3f} | {tb:.3f} | {_ratio(ob, tb)} | {om:.3f} | {tm:.3f} | {_ratio(om, tm)} "
-            f"| {c.peak_mb:.0f} | {v} |"
+            f"| {min(c.ours_cpu):.2f} / {min(c.theirs_cpu):.2f} | {c.peak_mb:.0f} | {v} |"
         )
     if args.extras:
         _extras(args.rounds)
