@@ -15,9 +15,6 @@ import traceback
 from collections.abc import Sequence
 
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL
-from harness.argtypes import positive_float, positive_int
-
-CHECK_MODELS = ("auto", "cas-register", "register", "kv-append", "mutex", "multi-register", "queue", "epochs")
 
 
 class UsageError(Exception):
@@ -29,7 +26,8 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with `only="check"`, just the check command (what `kraftwerk check` needs)."""
     parser = _Parser(
         prog="kraftwerk",
         description="Jepsen-style fault injection for a KRaft-style quorum and Kafka-style broker.",
@@ -47,47 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog="Exit code: the worst verdict over all files (1 invalid > 2 unknown > 0 valid); 254 bad input.",
     )
-    check.add_argument("files", nargs="+", metavar="FILE", help="history files, events files or run directories")
-    check.add_argument(
-        "--model",
-        default="auto",
-        choices=CHECK_MODELS,
-        help="what to check against (default: auto — inferred from the operations or the file)",
-    )
-    check.add_argument(
-        "--format",
-        default="auto",
-        choices=("auto", "jsonl", "edn", "jepsen-log"),
-        help="history format (default: auto — from the file name and contents)",
-    )
-    check.add_argument(
-        "--time-limit",
-        type=positive_float,
-        default=None,
-        metavar="S",
-        help="give up on a file after S seconds with valid=unknown (default: no limit)",
-    )
-    check.add_argument(
-        "--memory-limit",
-        type=positive_int,
-        default=None,
-        metavar="MB",
-        help="give up with valid=unknown when the checker's memory passes MB (default: 2048)",
-    )
-    check.add_argument(
-        "--initial",
-        default=None,
-        metavar="JSON",
-        help='initial register value as JSON (default: null; e.g. 0 or \'{"x": 0, "y": 0}\')',
-    )
-    check.add_argument("--html", metavar="FILE", help="write an HTML timeline of the failing (or first) key")
-    check.add_argument(
-        "--allow",
-        action="append",
-        default=[],
-        metavar="ANOMALY",
-        help="queue model: an anomaly type that does not make the verdict invalid (repeatable)",
-    )
+    from harness.check_command import add_arguments as add_check_arguments
+
+    add_check_arguments(check)
+    if only == "check":
+        return parser  # `kraftwerk check` starts without importing the other commands' machinery
     test = sub.add_parser(
         "test",
         help="run a chaos test: start a cluster, inject faults, record a history, check it",
@@ -132,8 +94,6 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit code: 1 an invalid run was found (its directory is printed); 0 none within the budget.",
     )
     explore.add_arguments(explore_p)
-    check.add_argument("-j", "--jobs", type=positive_int, default=None, help="check files in N processes")
-    check.add_argument("-q", "--quiet", action="store_true", help="no human summary on stderr")
     suite = sub.add_parser(
         "suite",
         help="run a matrix of tests from a TOML suite file (nightly chaos, CI gate); JUnit output",
@@ -197,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if argv is None and hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 PID`: where is it stuck?
-    parser = build_parser()
+    parser = build_parser("check" if args_list[:1] == ["check"] else None)
     try:
         args = parser.parse_args(args_list)
         if args.command is None:

@@ -18,9 +18,9 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from harness.nemesis.interpreter import Applied
 from harness.recorder import Recorder
 from workloads import generator as gen
 from workloads.generator import NEMESIS, PENDING, Context, Generator
@@ -31,15 +31,6 @@ RATE = 100.0  # client operations per second, all threads together (Jepsen's sta
 # schedule.json's format. 2: the simulator's clients run the real runner's generators and interpreter, so a
 # seed's history differs from format 1's, whose runs are refused by replay and shrink
 SCHEDULE_FORMAT = 2
-
-
-@dataclass(frozen=True)
-class Applied:
-    """What a nemesis event did: the value for the history, the value for the schedule, an error."""
-
-    recorded: Any
-    realised: Any
-    error: str | None = None
 
 
 Listener = Callable[[dict[str, Any]], None]

@@ -34,7 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--nemesis",
         default="partition,kill,pause,clock",
         metavar="LIST",
-        help="faults to inject: comma-separated from partition, kill, pause, clock; or all / none "
+        help="faults to inject: comma-separated from partition, kill, pause, clock, packet (loss, delay, "
+        "duplicate, reorder; on real hosts it needs tc netem); or all (every one but packet) / none "
         "(default partition,kill,pause,clock)",
     )
     p.add_argument(
@@ -369,10 +370,14 @@ def _run_real(args: argparse.Namespace, run_dir: Path, replay: str) -> int:
     from checkers.verdict import EXIT_INTERNAL
     from harness.backends.base import BackendError
     from harness.db.protocol import ClusterNotReady
+    from harness.nemesis.real_net import PacketFaultUnsupported
     from harness.runner.run import run_real
 
     try:
         results, history = run_real(args, run_dir)
+    except PacketFaultUnsupported as e:  # the hosts cannot inject a fault the options ask for
+        print(f"kraftwerk test: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except (BackendError, ClusterNotReady) as e:
         print(f"kraftwerk test: {e}", file=sys.stderr)
         return EXIT_INTERNAL

@@ -24,9 +24,11 @@ from typing import Any
 
 from harness.interpreter import SCHEDULE_FORMAT, Core, client_phase
 from harness.nemesis import partitions
-from harness.nemesis.schedule import generate
+from harness.nemesis.interpreter import NemesisInterpreter
+from harness.nemesis.schedule import ALL, generate
 from harness.recorder import Recorder
 from harness.sim.engine import MS, SECOND, Scheduler
+from harness.sim.faults import SimFaults
 from harness.sim.interpreter import SimInterpreter
 from harness.sim.invariants import Invariants
 from harness.sim.network import Network
@@ -214,14 +216,13 @@ class Simulation:
         self.plans = plans if opts.ops is not None else None
         self._requests: dict[int, Any] = {}
         self._next_request = 0
-        self.nemesis_rng = random.Random(f"nemesis-run-{seed}")
         self.schedule = (
             opts.schedule
             if opts.schedule is not None
             else generate(seed, self.names, opts.nemeses, opts.time_limit, opts.interval, opts.partition_kinds)
         )
-        self.killed: set[int] = set()
-        self.paused_nodes: set[int] = set()
+        self.faults = SimFaults(self.nodes.values(), self.net, self.sched, seed)
+        self.nemesis = NemesisInterpreter(self.faults, self.names, random.Random(f"nemesis-run-{seed}"))
 
     # ------------------------------------------------------------------ plumbing used by nodes/clients
     def _rng(self, name: str) -> random.Random:
@@ -268,70 +269,17 @@ class Simulation:
         return best
 
     # ------------------------------------------------------------------ nemesis
-    def _resolve(self, spec: Any) -> list[SimNode]:
-        if spec == "leader":
-            leader = self.leader()
-            return [leader] if leader is not None else []
-        return [self.nodes[int(name[1:])] for name in spec]
-
-    def _nemesis(self, event: dict[str, Any]) -> None:
-        f = event["f"]
-        value = event["value"]
-        recorded: Any = value
-        if f == "start-partition":
-            if value.get("kind") == "leader":
-                leader = self.leader()
-                grudge = partitions.make("leader", self.names, self.nemesis_rng, leader.name if leader else None)
-            else:
-                grudge = value["grudge"]
-            self.net.partition(grudge)
-            recorded = {k: v for k, v in grudge.items() if v}
-        elif f == "stop-partition":
-            self.net.heal()
-        elif f == "kill":
-            victims = self._resolve(value)
-            for n in victims:
-                n.crash()
-                self.killed.add(n.id)
-            recorded = [n.name for n in victims]
-        elif f == "start":
-            recorded = [self.nodes[i].name for i in sorted(self.killed)]
-            for i in sorted(self.killed):
-                self.nodes[i].restart()
-            self.killed.clear()
-        elif f == "pause":
-            victims = self._resolve(value)
-            for n in victims:
-                n.pause()
-                self.paused_nodes.add(n.id)
-            recorded = [n.name for n in victims]
-        elif f == "resume":
-            recorded = [self.nodes[i].name for i in sorted(self.paused_nodes)]
-            for i in sorted(self.paused_nodes):
-                self.nodes[i].resume()
-            self.paused_nodes.clear()
-        elif f == "bump-clock":
-            for name, change in value.items():
-                node = self.nodes[int(name[1:])]
-                node.clock_offset += int(change["delta-ms"]) * MS
-                node.drift_ppm = int(change.get("drift-ppm", 0))
-                node.clock_changed()
-        elif f == "reset-clock":
-            recorded = []
-            for node in self.nodes.values():
-                if node.clock_offset or node.drift_ppm:
-                    recorded.append(node.name)
-                    # stepping back to true time: the local clock may jump backwards, as with ntpdate
-                    node.clock_offset = 0
-                    node.drift_ppm = 0
-                    node.clock_changed()
-        else:
-            raise ValueError(f"unknown nemesis op {f!r}")
-        self.recorder.record("nemesis", "info", f, recorded)
+    def _fault(self, event: dict[str, Any]) -> None:
+        """Apply a schedule event (harness.nemesis.interpreter) and record it in the history."""
+        leader = self.leader() if self.nemesis.needs_leader(event) else None
+        applied = self.nemesis.apply(event, leader.name if leader is not None else None)
+        self.recorder.record("nemesis", "info", event["f"], applied.recorded)
 
     def _heal_all(self) -> None:
-        for f in ("stop-partition", "resume", "start", "reset-clock"):
-            self._nemesis({"f": f, "value": None})
+        """Heal every fault package (each recorded, even with nothing to heal) and any other fault in force."""
+        packages = {*ALL, *self.opts.nemeses, *(e["package"] for e in self.schedule if "package" in e)}
+        for event in self.nemesis.heal_events(packages):
+            self._fault(event)
 
     # ------------------------------------------------------------------ running
     def run(self) -> SimResult:
@@ -351,7 +299,7 @@ class Simulation:
             self.main_end = self.main_start + int(opts.time_limit * SECOND)
         for event in self.schedule:
             if event["at"] < int(opts.time_limit * SECOND):
-                self.sched.at(self.main_start + event["at"], self._nemesis, event)
+                self.sched.at(self.main_start + event["at"], self._fault, event)
         self.core.ops_origin = self.main_start
         self.interpreter.start(self._main_generator())
         self.sched.run_until(self.main_end)

@@ -290,6 +290,23 @@ def test_build_restricts_to_fewer_nodes_and_renumbers_clients() -> None:
     assert opts.ops == [{**ops[0], "client": 0, "node": "n2"}] and opts.concurrency == 1 and opts.nodes == 3
 
 
+def test_packet_faults_pair_with_their_stop_and_keep_only_the_kept_nodes() -> None:
+    shaped = {"behaviours": {"loss": {"percent": 10}}, "nodes": ["n2", "n5"]}
+    events = [
+        {"at": 1, "package": "packet", "f": "start-packet", "value": shaped},
+        {"at": 2, "package": "packet", "f": "stop-packet", "value": None},
+        {"at": 3, "package": "packet", "f": "start-packet", "value": {**shaped, "nodes": ["n5"]}},
+    ]
+    groups = fault_groups(events)
+    assert [[e["f"] for e in g] for g in groups] == [["start-packet", "stop-packet"], ["start-packet"]]
+    ops = [{"at": 5, "client": 0, "f": "read", "key": "r1", "value": None, "node": "n1"}]
+    opts = build(SimOptions(), groups, ops, 3, 10.0)
+    assert [(e["f"], e["value"]) for e in opts.schedule or []] == [
+        ("start-packet", {**shaped, "nodes": ["n2"]}),
+        ("stop-packet", None),
+    ]
+
+
 def test_budget_parsing() -> None:
     assert parse_budget("90s") == 90 and parse_budget("5m") == 300 and parse_budget("2") == 2
     with pytest.raises(ValueError):
