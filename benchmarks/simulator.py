@@ -55,7 +55,7 @@ def election(kills: int, seed: int = 1) -> None:
     samples: list[float] = []
     pending: dict[str, int] = {}  # killed leader's name -> (kill time, epoch)
     kill_state: list[tuple[int, int]] = []
-    orig_nemesis = sim._nemesis
+    orig_nemesis = sim._fault
     orig_event = sim.node_event
 
     def nemesis(event: dict) -> None:
@@ -73,7 +73,7 @@ def election(kills: int, seed: int = 1) -> None:
                 kill_state.clear()
         orig_event(node, data)
 
-    sim._nemesis = nemesis  # type: ignore[method-assign]
+    sim._fault = nemesis  # type: ignore[method-assign]
     sim.node_event = node_event  # type: ignore[method-assign]
     del pending
     sim.run()

@@ -234,17 +234,46 @@ def _flat_value(text: str) -> Any:
     return int(text)
 
 
-def _read_lines(text: str) -> list[tuple[Any, int]] | None:
-    """Fast path for one flat op map per line (Porcupine's kv files); None when a line is not flat."""
+def _flat_plain(text: str) -> Any:
+    c = text[0]
+    if c == '"':
+        body = text[1:-1]
+        return _ESC_RE.sub(_unescape, body) if "\\" in body else body
+    if c == ":":
+        return text[1:]
+    if text == "nil":
+        return None
+    if text == "true":
+        return True
+    if text == "false":
+        return False
+    return int(text)
+
+
+def _read_lines(text: str, plain: bool = False) -> list[tuple[Any, int]] | None:
+    """Fast path for one flat op map per line (Porcupine's kv files); None when a line is not flat.
+
+    With `plain`, keys and keyword values are plain strings (what a history needs), not Keywords.
+    """
     fullmatch = _FLAT_LINE.fullmatch
     findall = _FLAT_PAIR.findall
+    value = _flat_plain if plain else _flat_value
+    key = str if plain else Keyword
     out = []
     for lineno, line in enumerate(text.split("\n"), 1):
         if fullmatch(line):
-            out.append(({Keyword(k): _flat_value(v) for k, v in findall(line)}, lineno))
+            out.append(({key(k): value(v) for k, v in findall(line)}, lineno))
         elif line.strip(" \t\r,"):
             return None
     return out
+
+
+def read_flat_lines(text: str) -> list[tuple[dict[str, Any], int]] | None:
+    """One flat op map per line, keywords read as plain strings; None when the text is not like that."""
+    head = text.lstrip()
+    if head.startswith("{") and "\n" in head and _FLAT_LINE.fullmatch(head[: head.index("\n")]):
+        return _read_lines(text, plain=True)
+    return None
 
 
 def read_elements(text: str, source: str = "<edn>") -> Iterator[tuple[Any, int]]:

@@ -37,6 +37,9 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+_KNOWN = frozenset(("type", "process", "f", "value", "time", "key", "index", "error", "node"))
+
+
 def _op_from_edn(obj: Any, source: str, line: int, position: int) -> Op:
     if not isinstance(obj, dict):
         raise InputError(f"expected an op map, got {type(obj).__name__}", source, line)
@@ -64,8 +67,7 @@ def _op_from_edn(obj: Any, source: str, line: int, position: int) -> Op:
         key = _plain(key)
         if isinstance(key, list):
             key = tuple(key)
-    known = {"type", "process", "f", "value", "time", "key", "index", "error", "node"}
-    extra = {str.__str__(k): _plain(v) for k, v in obj.items() if k not in known} or None
+    extra = {str.__str__(k): _plain(v) for k, v in obj.items() if k not in _KNOWN} or None
     node = obj.get("node")
     return Op(
         index=position,
@@ -84,7 +86,10 @@ def _op_from_edn(obj: Any, source: str, line: int, position: int) -> Op:
 
 def parse_edn(text: str, source: str = "<edn>") -> History:
     """Jepsen EDN history: a vector/list of op maps, or one op map per line."""
-    ops = [_op_from_edn(obj, source, line, i) for i, (obj, line) in enumerate(edn.read_elements(text, source))]
+    elements = edn.read_flat_lines(text)  # Porcupine's kv files: one flat map per line, read directly
+    if elements is None:
+        elements = list(edn.read_elements(text, source))
+    ops = [_op_from_edn(obj, source, line, i) for i, (obj, line) in enumerate(elements)]
     history = History(ops, source)
     history.operations()
     return history
@@ -92,6 +97,23 @@ def parse_edn(text: str, source: str = "<edn>") -> History:
 
 _LOG_LINE = re.compile(r"\s*(\S+)\s+(:\S+)\s+(:\S+)(?:\s+(.*?))?\s*$")
 _LOG_PREFIX = "jepsen.util - "
+_INT = re.compile(r"[+-]?\d+")
+_INT_PAIR = re.compile(r"\[\s*([+-]?\d+)[\s,]+([+-]?\d+)\s*\]")
+_KEYWORD = re.compile(r":[A-Za-z_\-?!*+<>=][\w\-?!*.+<>=]*")
+
+
+def _log_value(text: str, source: str) -> Any:
+    """A Jepsen log value: the common shapes (nil, an integer, [a b], :keyword) directly, anything else as EDN."""
+    if text == "nil":
+        return None
+    if _INT.fullmatch(text):
+        return int(text)
+    m = _INT_PAIR.fullmatch(text)
+    if m is not None:
+        return [int(m.group(1)), int(m.group(2))]
+    if _KEYWORD.fullmatch(text):
+        return text[1:]
+    return _plain(edn.loads(text, source))
 
 
 def parse_jepsen_log(lines: Iterable[str], source: str = "<log>") -> History:
@@ -122,7 +144,7 @@ def parse_jepsen_log(lines: Iterable[str], source: str = "<log>") -> History:
         error: Any = None
         if value_s:
             try:
-                value = _plain(edn.loads(value_s, source))
+                value = _log_value(value_s, source)
             except InputError:
                 value = value_s  # free text (e.g. an exception message)
         if isinstance(value, str) and value_s and value_s.startswith(":") and process != NEMESIS:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.errors import InputError
@@ -32,21 +31,48 @@ def freeze(value: Any) -> Any:
     return value
 
 
-@dataclass(slots=True)
 class Op:
     """One line of a history: an invocation, a completion, or a nemesis event."""
 
-    index: int
-    type: str
-    process: int | str
-    f: str
-    value: Any = None
-    time: int | None = None
-    key: Any = None
-    node: str | None = None
-    error: Any = None
-    line: int = 0
-    extra: dict[str, Any] | None = None
+    # A plain class, not a dataclass: `kraftwerk check` starts without generating code.
+    __slots__ = ("index", "type", "process", "f", "value", "time", "key", "node", "error", "line", "extra")
+
+    def __init__(
+        self,
+        index: int,
+        type: str,  # noqa: A002 - the history's field name
+        process: int | str,
+        f: str,
+        value: Any = None,
+        time: int | None = None,
+        key: Any = None,
+        node: str | None = None,
+        error: Any = None,
+        line: int = 0,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.index = index
+        self.type = type
+        self.process = process
+        self.f = f
+        self.value = value
+        self.time = time
+        self.key = key
+        self.node = node
+        self.error = error
+        self.line = line
+        self.extra = extra
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in Op.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return other.__class__ is Op and self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment] - mutable, like the dataclass it replaces
+
+    def __repr__(self) -> str:
+        return "Op(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in Op.__slots__) + ")"
 
     @property
     def is_client(self) -> bool:
@@ -72,14 +98,27 @@ class Op:
         return out
 
 
-@dataclass(slots=True)
 class Operation:
     """An invocation paired with its completion. `complete is None` means it never completed."""
 
-    invoke: Op
-    complete: Op | None
-    call: int  # position of the invocation in the history
-    ret: int | None  # position of the completion; None when it never completed
+    __slots__ = ("invoke", "complete", "call", "ret")
+
+    def __init__(self, invoke: Op, complete: Op | None, call: int, ret: int | None) -> None:
+        self.invoke = invoke
+        self.complete = complete
+        self.call = call  # position of the invocation in the history
+        self.ret = ret  # position of the completion; None when it never completed
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Operation:
+            return NotImplemented
+        o: Operation = other  # type: ignore[assignment]
+        return (self.invoke, self.complete, self.call, self.ret) == (o.invoke, o.complete, o.call, o.ret)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Operation(invoke={self.invoke!r}, complete={self.complete!r}, call={self.call!r}, ret={self.ret!r})"
 
     @property
     def process(self) -> int | str:
@@ -116,13 +155,23 @@ class Operation:
         return f"p{self.process} {self.f}{key} {v} -> {self.type} (index {self.invoke.index})"
 
 
-@dataclass
 class History:
     """A whole history plus where it came from."""
 
-    ops: list[Op]
-    source: str = "<history>"
-    _paired: list[Operation] | None = field(default=None, repr=False)
+    def __init__(self, ops: list[Op], source: str = "<history>", _paired: list[Operation] | None = None) -> None:
+        self.ops = ops
+        self.source = source
+        self._paired = _paired
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, History):
+            return NotImplemented
+        return (self.ops, self.source, self._paired) == (other.ops, other.source, other._paired)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"History(ops={self.ops!r}, source={self.source!r})"
 
     def __len__(self) -> int:
         return len(self.ops)

@@ -24,14 +24,16 @@ from harness.commands.parser import Parser, UsageError
 COMMANDS = ("check", "test", "replay", "shrink", "explore", "suite", "analyze", "serve", "image", "report", "cluster")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with `only` (a verb), just that command: `kraftwerk check` starts without
+    importing the other commands' machinery."""
     parser = Parser(
         prog="kraftwerk",
         description="Jepsen-style fault injection for a KRaft-style quorum and Kafka-style broker.",
         epilog="Exit codes: 0 valid, 1 invalid, 2 unknown, 254 bad arguments or input, 255 internal error.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    for verb in COMMANDS:
+    for verb in (only,) if only in COMMANDS else COMMANDS:
         command = _command(verb)
         command.add_arguments(
             sub.add_parser(verb, help=command.HELP, description=command.DESCRIPTION, epilog=command.EPILOG)
@@ -48,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if argv is None and hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 PID`: where is it stuck?
-    parser = build_parser()
+    parser = build_parser("check" if args_list[:1] == ["check"] else None)
     try:
         args = parser.parse_args(args_list)
         if args.command is None:

@@ -34,11 +34,11 @@ real cluster; they stand for the checker anomalies that are their visible conseq
 (`INVARIANT_EQUIVALENTS`, per workload), and the output says so.
 
 Queue runs: the ops are `assign` (value: the partition keys), `send` (value: the unique integer)
-and `poll` (key: the partition; it reads from the client's own position), and the real client
-(harness.runner.queue_workload) executes exactly those; a planned poll of a partition the
+and `poll` (key: the partition; it reads from the client's own position), and the queue client
+(`workloads.queue`, the simulator's too) executes exactly those; a planned poll of a partition the
 client's current process is not assigned (its assign went to a process that crashed since) is
-answered `fail` without a request, as the simulator skips it. Queue ops need no node (the client
-asks for the partition's leader). The topic (partitions, replication factor, min ISR, unclean
+answered `fail` (not-assigned) without a request. Queue ops need no node (the client asks for the
+partition's leader). The topic (partitions, replication factor, min ISR, unclean
 election) and the producer acks come from schedule.json (simulator runs) or test.json (real
 runs).
 """
@@ -56,8 +56,8 @@ from checkers.errors import InputError
 from checkers.verdict import (
     failing_key,
 )
-from harness.runner import generator as gen
 from harness.sim.cluster import RECOVERY_SECONDS
+from workloads import generator as gen
 
 SECOND = 1_000_000_000
 NEMESIS_PACKAGES = {
@@ -425,61 +425,6 @@ def order(
         item["after"] = sorted(after)
 
 
-class _Replay(gen.Generator):
-    """Each lane's (client slot's, nemesis') items in order, each at anchor + its `at`, on the lane's current
-    process; with `ordered`, an item also waits until the items in its `after` have completed."""
-
-    def __init__(
-        self,
-        lanes: Mapping[Any, tuple[dict[str, Any], ...]],
-        limit_ns: int,
-        ordered: bool,
-        anchor: int | None = None,
-        done: frozenset[int] = frozenset(),
-        inflight: Mapping[Any, int] | None = None,
-    ) -> None:
-        self.lanes, self.limit, self.ordered, self.anchor = dict(lanes), limit_ns, ordered, anchor
-        self.done, self.inflight = done, dict(inflight or {})
-
-    def _with(self, **kw: Any) -> _Replay:
-        lanes = kw.pop("lanes", self.lanes)
-        state = {"anchor": self.anchor, "done": self.done, "inflight": self.inflight, **kw}
-        return _Replay(lanes, self.limit, self.ordered, **state)
-
-    def op(self, ctx: gen.Context) -> gen.Result:
-        anchor = self.anchor if self.anchor is not None else ctx.time
-        if not any(self.lanes.values()):
-            return None
-        if not self.ordered and ctx.time >= anchor + self.limit:
-            return None  # out of time, as the normal runner's time limit
-        best: tuple[int, Any, dict[str, Any]] | None = None
-        for lane, items in self.lanes.items():
-            if not items or lane not in ctx.free:
-                continue
-            item = items[0]
-            if self.ordered and not set(item.get("after", ())) <= self.done:
-                continue
-            t = anchor + int(item["at"])
-            if best is None or t < best[0]:
-                best = (t, lane, item)
-        if best is None:
-            return gen.PENDING, self._with(anchor=anchor)
-        t, lane, item = best
-        op = {k: v for k, v in item.items() if k not in ("after", "client", "seq")}
-        op.update(type="invoke", time=t, process=ctx.workers[lane])
-        lanes = {**self.lanes, lane: self.lanes[lane][1:]}
-        return op, self._with(anchor=anchor, lanes=lanes, inflight={**self.inflight, lane: item["seq"]})
-
-    def update(self, ctx: gen.Context, event: gen.Op) -> gen.Generator | None:
-        if event.get("type") not in ("ok", "fail", "info"):
-            return self
-        lane = ctx.thread_of(event.get("process"))
-        if lane not in self.inflight:
-            return self
-        inflight = {k: v for k, v in self.inflight.items() if k != lane}
-        return self._with(done=self.done | {self.inflight[lane]}, inflight=inflight)
-
-
 def replay_generator(plan: Plan, mapping: Mapping[str, str] | None = None, ordered: bool = True) -> gen.Generator:
     """The main phase of a replay: each client slot's ops at their times (on their nodes), the fault
     events at theirs, and nothing else until the time limit has passed (so healing starts on time).
@@ -497,7 +442,7 @@ def replay_generator(plan: Plan, mapping: Mapping[str, str] | None = None, order
         lanes.setdefault(gen.NEMESIS, []).append({"seq": len(plan.ops) + k, **e, "value": rename(e["value"], mapping)})
     limit = int(plan.time_limit * SECOND)
     kept = {lane: tuple(i for i in items if i["at"] < limit) for lane, items in lanes.items()}
-    return gen.any_of(gen.sleep(plan.time_limit), _Replay(kept, limit, ordered))
+    return gen.any_of(gen.sleep(plan.time_limit), gen.Plan(kept, limit, ordered))
 
 
 def reproduced(results: Mapping[str, Any], target: frozenset[str]) -> bool:

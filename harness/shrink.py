@@ -57,7 +57,13 @@ from harness.simrun import Checked, simulate
 from harness.streams import stream
 
 ROBUST_SEED_STEP = 7919  # --robust: the other timings' seeds are the run's seed plus multiples of this
-STOP_ENDS = {"stop-partition": "start-partition", "start": "kill", "resume": "pause", "reset-clock": "bump-clock"}
+STOP_ENDS = {
+    "stop-partition": "start-partition",
+    "start": "kill",
+    "resume": "pause",
+    "reset-clock": "bump-clock",
+    "stop-packet": "start-packet",
+}
 
 
 def parse_robust(value: Any) -> tuple[int, int]:
@@ -107,6 +113,11 @@ def _restrict(value: Any, names: set[str]) -> Any:
     if isinstance(value, list):
         kept = [n for n in value if n in names]
         return kept or None
+    if isinstance(value, dict) and "behaviours" in value:  # packet faults: on the traffic of the kept nodes
+        if "nodes" not in value:
+            return value
+        nodes = [n for n in value["nodes"] if n in names]
+        return {**value, "nodes": nodes} if nodes else None
     if isinstance(value, dict) and "kind" in value:
         if "grudge" not in value:
             return value

@@ -15,9 +15,11 @@ from typing import Any
 
 from checkers.errors import InputError
 from harness.checks import check_run
+from harness.interpreter import SCHEDULE_FORMAT
 from harness.sim.cluster import MODES, SimOptions, SimResult, Simulation, mode_error
 from harness.spec import TestSpec
 from harness.store import write_json, write_jsonl
+from workloads.registry import OPTIONS, WORKLOADS
 
 CHECK_TIME_LIMIT = 120.0
 
@@ -78,7 +80,7 @@ def simulate(opts: SimOptions, history_path: str | None = None, check_time_limit
     simulation = Simulation(opts, history_path=history_path)
     sim = simulation.run()
     history = sim.recorder.history(history_path or "history.jsonl")
-    model = "queue" if opts.workload == "queue" else "cas-register"
+    model = simulation.workload.model
     dumps = simulation.partition_dumps
     results = check_run(
         history, sim.events, sim.logs, sim.invariants, model, check_time_limit, partition_logs=dumps or None
@@ -92,19 +94,20 @@ def options_from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) ->
     for name in ("seed", "nodes", "concurrency", "time-limit", "nemesis", "ops"):
         if name not in doc:
             raise InputError(f"schedule.json has no {name!r} (written by an older kraftwerk?)")
+    version = doc.get("format", 1)
+    if version != SCHEDULE_FORMAT:
+        raise InputError(
+            f"schedule.json is format {version}; this kraftwerk replays and shrinks format {SCHEDULE_FORMAT} only "
+            "(the simulator's clients changed, so an older run's history cannot come back byte for byte: "
+            "run its seed again with `kraftwerk explore` or `kraftwerk test --backend sim`)"
+        )
     workload = str(doc.get("workload", "register"))
-    if workload not in ("register", "queue"):
+    if workload not in WORKLOADS:
         raise InputError(f"schedule.json: unknown workload {workload!r}")
-    queue: dict[str, Any] = {}
-    if workload == "queue":
-        defaults = SimOptions()
-        queue = {
-            "acks": int(doc.get("acks", defaults.acks)),
-            "partitions": int(doc.get("partitions", defaults.partitions)),
-            "replication_factor": int(doc.get("replication-factor", defaults.replication_factor)),
-            "min_isr": int(doc.get("min-isr", defaults.min_isr)),
-            "unclean": bool(doc.get("unclean", defaults.unclean)),
-        }
+    # the workload's options it stored (schedule.json names them as test.json does: min-isr, …)
+    defaults = SimOptions()
+    stored = {k: doc[k.replace("_", "-")] for k in OPTIONS if k.replace("_", "-") in doc and hasattr(defaults, k)}
+    options = {name: type(getattr(defaults, name))(value) for name, value in stored.items()}
     # runs stored before a field was written were simulated the older way: messages lost at partitions,
     # register runs started at boot (queue runs always waited for a led topic), clock faults moved timers
     before = {"links": "datagram", "start": "boot" if workload == "register" else "ready", "clocks": "timers"}
@@ -124,7 +127,7 @@ def options_from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) ->
         workload=workload,
         fsync_delay_ms=int(doc.get("fsync-delay-ms", 0)),
         **modes,  # type: ignore[arg-type]
-        **queue,
+        **options,
     )
 
 

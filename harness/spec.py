@@ -17,7 +17,7 @@ from typing import Any
 
 from harness.backends import registry
 from harness.nemesis.partitions import KINDS
-from harness.nemesis.schedule import PACKAGES, parse_nemeses, parse_partition_kinds
+from harness.nemesis.schedule import ALL, PACKAGES, parse_nemeses, parse_partition_kinds
 from harness.streams import stream
 
 BACKENDS = registry.NAMES
@@ -39,7 +39,7 @@ class TestSpec:
 
     workload: str = "register"
     backend: str = "sim"
-    nemeses: tuple[str, ...] = PACKAGES
+    nemeses: tuple[str, ...] = ALL  # `--nemesis all`: every package but packet
     partition_kinds: tuple[str, ...] = KINDS
     nodes: int = 5
     concurrency: int = 10

@@ -15,12 +15,14 @@ import random
 STREAMS: dict[str, str] = {
     "nemesis": "the fault schedule (harness.nemesis.schedule.generate)",
     "nemesis-run": "targets the nemesis resolves when a fault fires",
-    "interpreter": "real runtime: which free process gets the next operation",
+    "interpreter": "which free process gets the next operation (the interpreter core, both runtimes)",
+    "interpreter-final": "simulator: the interpreter core's choices in the final-read phase",
+    # workload and client: seeded inside workloads/ (which may not import harness), with these same keys
     "workload": "the workload's operations (keys, values, functions)",
-    "client": "one client: which node it talks to, backoff (per thread/slot and process)",
-    "clients": "simulator: the per-client seeds",
+    "client": "one client: which node it talks to (per thread and process)",
     "setup": "real runtime: the client that creates the queue topic",
-    "final": "simulator: one client's final-read choices",
+    "transport": "real runtime: the node connections' reconnect jitter",
+    "packets": "simulator: packet faults (loss, delay, duplication, reordering) on the links",
     "net": "simulator: message latency and loss, and the per-link seeds",
     "link": "simulator: one network link's drops and delays (seeded by the net stream)",
     "nodes": "simulator: the per-node disk seeds",

@@ -9,13 +9,17 @@ Semantics (DESIGN.md): registers start at `null` and reads are strict (reading
 so failed operations are dropped; `info` (or never completed) means it may have
 happened at any time after its invocation, or never. A crashed read has no
 effect and is dropped too.
+
+Opt-in (`cas_mismatch=True`): a `fail` cas whose `error` is `CAS_MISMATCH` says more
+than "did not happen": the register was compared and held something other than
+`expected`. It is then checked as a read of "any value but `expected`" at some point
+between its invocation and its completion.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from checkers.errors import InputError
@@ -25,23 +29,37 @@ ILLEGAL = object()
 Step = Callable[[Any], Any]
 
 # Step kinds the search runs inline (no function call); GENERIC calls `step`.
-GENERIC, OBSERVE, OVERWRITE, CAS, APPEND = range(5)
+# OBSERVE: legal when the state equals a; DIFFERS: legal when it does not (both change nothing).
+GENERIC, OBSERVE, OVERWRITE, CAS, APPEND, DIFFERS = range(6)
+CAS_MISMATCH = "cas-mismatch"  # the `error` of a cas that failed because the compare failed
 
 
-@dataclass(slots=True)
 class Prepared:
     """One operation ready for the search."""
 
-    operation: Operation
-    step: Step
-    crashed: bool
-    # crashed operations with the same `twin` are interchangeable (symmetry reduction)
-    twin: Any = None
-    # the value this operation leaves in the register, when it writes one (for pruning)
-    writes: Any = None
-    kind: int = GENERIC
-    a: Any = None
-    b: Any = None
+    __slots__ = ("operation", "step", "crashed", "twin", "writes", "kind", "a", "b")
+
+    def __init__(
+        self,
+        operation: Operation,
+        step: Step,
+        crashed: bool,
+        twin: Any = None,
+        writes: Any = None,
+        kind: int = GENERIC,
+        a: Any = None,
+        b: Any = None,
+    ) -> None:
+        self.operation = operation
+        self.step = step
+        self.crashed = crashed
+        # crashed operations with the same `twin` are interchangeable (symmetry reduction)
+        self.twin = twin
+        # the value this operation leaves in the register, when it writes one (for pruning)
+        self.writes = writes
+        self.kind = kind
+        self.a = a
+        self.b = b
 
 
 def show(value: Any) -> str:
@@ -55,8 +73,9 @@ class Model:
     fs: tuple[str, ...] = ()
     prunes_unobserved_writes = False
 
-    def __init__(self, initial: Any = None) -> None:
+    def __init__(self, initial: Any = None, cas_mismatch: bool = False) -> None:
         self.initial = freeze(initial)
+        self.cas_mismatch = cas_mismatch
 
     def prepare(self, op: Operation, source: str) -> Prepared | None:
         """Compile an operation, or None when it cannot matter (failed, crashed read)."""
@@ -67,8 +86,13 @@ class Model:
                 op.line,
             )
         if op.type == "fail":
+            if self.cas_mismatch and op.f == "cas" and op.complete is not None and op.complete.error == CAS_MISMATCH:
+                return self.compile_mismatch(op, source)
             return None
         return self.compile(op, op.type != "ok", source)
+
+    def compile_mismatch(self, op: Operation, source: str) -> Prepared | None:
+        return None  # only registers with cas know compare failures
 
     def compile(self, op: Operation, crashed: bool, source: str) -> Prepared | None:
         raise NotImplementedError
@@ -121,6 +145,8 @@ class Register(Model):
             return f"read {show(op.value)} but the register holds {show(state)}"
         if op.f == "cas":
             exp, new = _pair(op.invoke.value, op, "")
+            if prepared.kind == DIFFERS:
+                return f"cas {show(exp)}->{show(new)} failed with {CAS_MISMATCH} but the register holds {show(exp)}"
             return f"cas {show(exp)}->{show(new)} but the register holds {show(state)}"
         return super().why_illegal(prepared, state)
 
@@ -137,6 +163,10 @@ class CasRegister(Register):
         twin = ("cas", exp, new) if crashed else None
         return Prepared(op, step, crashed, twin, new, kind=CAS, a=exp, b=new)
 
+    def compile_mismatch(self, op: Operation, source: str) -> Prepared | None:
+        exp, _ = _pair(op.invoke.value, op, source)
+        return Prepared(op, lambda s, e=exp: s if s != e else ILLEGAL, False, kind=DIFFERS, a=exp)
+
 
 class KvAppend(Model):
     """Porcupine's string KV per key: get, put, append (concatenate); initial ""."""
@@ -144,8 +174,8 @@ class KvAppend(Model):
     name = "kv-append"
     fs = ("get", "put", "append")
 
-    def __init__(self, initial: Any = None) -> None:
-        super().__init__("" if initial is None else initial)
+    def __init__(self, initial: Any = None, cas_mismatch: bool = False) -> None:
+        super().__init__("" if initial is None else initial, cas_mismatch)
 
     def compile(self, op: Operation, crashed: bool, source: str) -> Prepared | None:
         f = op.f
@@ -177,8 +207,8 @@ class Mutex(Model):
     name = "mutex"
     fs = ("acquire", "release")
 
-    def __init__(self, initial: Any = None) -> None:
-        super().__init__(bool(initial) and initial not in ("unlocked", "free"))
+    def __init__(self, initial: Any = None, cas_mismatch: bool = False) -> None:
+        super().__init__(bool(initial) and initial not in ("unlocked", "free"), cas_mismatch)
 
     def compile(self, op: Operation, crashed: bool, source: str) -> Prepared | None:
         if op.f == "acquire":
@@ -199,10 +229,10 @@ class MultiRegister(Model):
     name = "multi-register"
     fs = ("txn",)
 
-    def __init__(self, initial: Any = None) -> None:
+    def __init__(self, initial: Any = None, cas_mismatch: bool = False) -> None:
         self.names: list[Any] = sorted(initial) if isinstance(initial, dict) else []
         self.start = dict(initial) if isinstance(initial, dict) else {}
-        super().__init__(None)
+        super().__init__(None, cas_mismatch)
         self.initial = None  # fixed by bind() once every register name is known
 
     def bind(self, names: set[Any]) -> None:
@@ -254,9 +284,10 @@ MODELS: dict[str, type[Model]] = {
 }
 
 
-def make_model(name: str, initial: Any = None) -> Model:
+def make_model(name: str, initial: Any = None, cas_mismatch: bool = False) -> Model:
+    """A model by name; `cas_mismatch` opts in to reading `fail` cas marked CAS_MISMATCH (see above)."""
     try:
         cls = MODELS[name]
     except KeyError:
         raise InputError(f"unknown model {name!r} (expected one of {', '.join(MODELS)})") from None
-    return cls(initial)
+    return cls(initial, cas_mismatch)

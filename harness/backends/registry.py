@@ -80,6 +80,11 @@ def why_not(
         why = can_partition()
         if why:
             return f"--backend local --nemesis partition: {why}"
+    if k.name == "local" and "packet" in nemeses:
+        return (
+            "--backend local --nemesis packet: local nodes share the loopback interface, so packet faults would "
+            "shape every process on this machine; use --backend docker or netns, or the simulator"
+        )
     if k.name == "netns" and os.geteuid() != 0:
         return "--backend netns needs root (network namespaces); use --backend docker or local"
     if k.name == "ssh":

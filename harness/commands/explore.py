@@ -58,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"attempt {attempt}: seed {seed}: {label}", file=sys.stderr, flush=True)
         if checked.valid is False and not hidden:
             run_dir = new_run(args.store, spec.name)
-            test = {**spec.to_json(), "argv": sys.argv, "explore-attempts": attempt}
+            # the workload's own settings as the simulator ran them (queue: acks, partitions, …)
+            test = {**spec.to_json(), **checked.sim.workload_options, "argv": sys.argv, "explore-attempts": attempt}
             store_run(run_dir, checked, test)
             anomalies = ", ".join(sorted(checked.anomalies))
             print(

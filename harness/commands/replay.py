@@ -26,9 +26,9 @@ from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INVALID, EXIT_U
 from harness.argtypes import non_negative_float, non_negative_int
 from harness.backends import registry
 from harness.replay_real import SECOND, Plan, load_plan, queue_options, renaming, replay_generator, reproduced
-from harness.runner import generator as gen
 from harness.simrun import file_sha256, load_run, options_from_schedule, simulate
 from harness.spec import SpecError, TestSpec
+from workloads import generator as gen
 
 HELP = "drive a stored run again from its schedule (simulator: identical history; real cluster: reproduce)"
 DESCRIPTION = (

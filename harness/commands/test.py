@@ -40,7 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--nemesis",
         default="partition,kill,pause,clock",
         metavar="LIST",
-        help="faults to inject: comma-separated from partition, kill, pause, clock; or all / none "
+        help="faults to inject: comma-separated from partition, kill, pause, clock, packet (loss, delay, "
+        "duplicate, reorder; on real hosts it needs tc netem); or all (every one but packet) / none "
         "(default partition,kill,pause,clock)",
     )
     p.add_argument(
@@ -232,13 +233,12 @@ def run(args: argparse.Namespace) -> int:
     write_json(run_dir / "schedule.json", result.schedule_document(opts))
     say("checking…")
     history = result.recorder.history(str(run_dir / "history.jsonl"))
-    model = "queue" if spec.workload == "queue" else "cas-register"
     results = check_run(
         history,
         result.events,
         result.logs,
         result.invariants,
-        model,
+        sim.workload.model,
         spec.check_time_limit,
         partition_logs=sim.partition_dumps,
         allow=spec.allow,
@@ -263,10 +263,14 @@ def run_real_test(
     from checkers.verdict import EXIT_INTERNAL
     from harness.backends.base import BackendError
     from harness.db.protocol import ClusterNotReady
+    from harness.nemesis.real_net import PacketFaultUnsupported
     from harness.runner.run import run_real
 
     try:
         results, history = run_real(spec, run_dir, quiet=quiet, replay=main)
+    except PacketFaultUnsupported as e:  # the hosts cannot inject a fault the options ask for
+        print(f"kraftwerk test: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except (BackendError, ClusterNotReady) as e:
         print(f"kraftwerk test: {e}", file=sys.stderr)
         return EXIT_INTERNAL

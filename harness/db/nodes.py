@@ -45,7 +45,16 @@ from nodes.runtime.config import ConfigError, load_config
 from nodes.runtime.kvapi import ADMIN_DESCRIBE
 from nodes.runtime.kvclient import KvClient
 
-__all__ = ["BROKER_DEFAULTS", "BUGS", "ClusterNotReady", "NODES_ROOT", "NodeDB", "check_settings", "merge_events"]
+__all__ = [
+    "BROKER_DEFAULTS",
+    "BROKER_PROPERTIES",
+    "BUGS",
+    "ClusterNotReady",
+    "NODES_ROOT",
+    "NodeDB",
+    "check_settings",
+    "merge_events",
+]
 
 CONTROLLER_PORT = 9093
 CLIENT_PORT = 9092
@@ -64,6 +73,27 @@ BROKER_DEFAULTS: dict[str, str] = {
 }
 """Broker timings of `kraftwerk cluster` (Kafka's defaults are 9000/2000/30000): a killed broker's
 partitions move within seconds. ``--override`` replaces any of them."""
+
+# a test's broker timings, shorter than Kafka's (9 s, 2 s, 30 s), as in the simulator: a fault of a few
+# seconds fences a broker, moves its partitions and shrinks ISRs
+BROKER_PROPERTIES = {
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "1000",
+    "replica.lag.time.max.ms": "5000",
+}
+
+
+def broker_properties(options: Mapping[str, Any]) -> dict[str, str]:
+    """The node.properties keys of the broker role for a workload speaking Kafka: its topic defaults
+    (`options` as the workload stores them: partitions, replication-factor, min-isr, unclean) and timings."""
+    return {
+        "min.insync.replicas": str(options["min-isr"]),
+        "default.replication.factor": str(options["replication-factor"]),
+        "num.partitions": str(options["partitions"]),
+        "unclean.leader.election.enable": "true" if options["unclean"] else "false",
+        **BROKER_PROPERTIES,
+    }
+
 
 FAST_ELECTIONS: dict[str, str] = {
     "controller.quorum.election.timeout.ms": "300",

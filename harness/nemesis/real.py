@@ -1,10 +1,13 @@
-"""The real-cluster nemesis: schedule events (harness.nemesis.schedule) applied to hosts of any backend.
+"""The real backends' `Faults` port, and a blocking front for driving it with schedule events.
 
-Written once against the control interface, so docker, netns and SSH hosts get
-the same faults. It understands exactly the events the simulator applies
-(start-partition/stop-partition, kill/start, pause/resume, bump-clock/reset-clock)
-plus strobe-clock and start-packet/stop-packet, and returns the value to record
-in the history, as `harness.sim.cluster` does.
+`RealFaults` implements `harness.nemesis.faults.Faults` once for docker, netns, local and SSH
+hosts, over the control interface: partitions (iptables, `real_net.PartitionNemesis`, or the
+local backend's loopback variant), packet faults (tc netem, or iptables for loss:
+`real_net.PacketNemesis`), clocks (libfaketime, `real_clock.ClockNemesis`) and processes
+(`real_process.ProcessNemesis`). Only the enabled packages are prepared (a test without
+`clock` needs no libfaketime, one without `partition` no iptables).
+
+`RealNemesis` pairs it with the one nemesis interpreter (`harness.nemesis.interpreter`):
 
     with RealNemesis(hosts, daemons=spec_for) as nemesis:   # setup: chains, faketime files
         start node daemons with env=nemesis.clock.env(host)
@@ -21,33 +24,21 @@ from typing import Any
 
 from harness.backends.base import Host
 from harness.control import cleanup
-from harness.nemesis import partitions
+from harness.nemesis.faults import ClockChanges, PacketBehaviours, Strobe
+from harness.nemesis.interpreter import NemesisInterpreter
+from harness.nemesis.partitions import Grudge
 from harness.nemesis.real_clock import ClockNemesis
-from harness.nemesis.real_common import NemesisError
-from harness.nemesis.real_net import PacketNemesis, PartitionNemesis, describe_grudge
+from harness.nemesis.real_common import NemesisError, parallel
+from harness.nemesis.real_net import PacketFaultUnsupported, PacketNemesis, PartitionNemesis, describe_grudge
 from harness.nemesis.real_process import ProcessNemesis, SpecSource
-
-FS = (
-    "start-partition",
-    "stop-partition",
-    "kill",
-    "start",
-    "pause",
-    "resume",
-    "bump-clock",
-    "strobe-clock",
-    "reset-clock",
-    "check-clock-offsets",
-    "start-packet",
-    "stop-packet",
-)
+from harness.nemesis.schedule import PACKAGES
 
 
-class RealNemesis:
-    """Partitions, packet faults, clock skew, kills and pauses on real hosts, healed on every way out.
+class RealFaults:
+    """Partitions, packet faults, clock skew, kills and pauses on real hosts (the `Faults` port).
 
-    `daemons` (per-node DaemonSpec, or a function of the host) is needed for kill/start/pause/resume.
-    `leader()` names the current leader for "leader" targets (else a random node is chosen).
+    `daemons` (per-node DaemonSpec, or a function of the host) is needed for kill/start/pause/resume;
+    `packages`: the fault packages to prepare; `partition`: a replacement for the iptables partition part.
     """
 
     def __init__(
@@ -55,47 +46,54 @@ class RealNemesis:
         hosts: Sequence[Host],
         daemons: SpecSource | None = None,
         *,
-        leader: Callable[[], str | None] | None = None,
-        rng: random.Random | None = None,
+        packages: Iterable[str] = PACKAGES,
+        partition: PartitionNemesis | None = None,
         monotonic: bool = False,
         packet_method: str = "auto",
     ) -> None:
         self.hosts = list(hosts)
-        self.names = [h.name for h in self.hosts]
-        self.leader = leader
-        self.rng = rng or random.Random(0)
-        self.partition = PartitionNemesis(self.hosts)
-        self.packet = PacketNemesis(self.hosts, method=packet_method)
-        self.clock = ClockNemesis(self.hosts, monotonic=monotonic)
-        self.process = ProcessNemesis(self.hosts, daemons) if daemons is not None else None
+        self.packages = list(packages)
+        self.partitioner = partition if partition is not None else PartitionNemesis(self.hosts)
+        self.packets = PacketNemesis(self.hosts, method=packet_method)
+        self.clocks = ClockNemesis(self.hosts, monotonic=monotonic)
+        self.processes = ProcessNemesis(self.hosts, daemons) if daemons is not None else None
         self._token: int | None = None
 
+    def enabled(self, package: str) -> bool:
+        return package in self.packages
+
     # ------------------------------------------------------------------ life cycle
-    def setup(self) -> RealNemesis:
-        """Prepare every host (iptables chain, faketime files); arm teardown for Ctrl-C/SIGTERM/exit."""
+    def setup(self) -> RealFaults:
+        """Prepare the enabled parts on every host (iptables chains and faketime files at once); arm teardown
+        for Ctrl-C/SIGTERM/exit."""
         self._token = cleanup.register("real nemesis", self.teardown)
-        self.partition.setup()
-        self.clock.setup()
-        self.packet.setup()
-        if self.process is not None:
-            self.process.setup()
+        if self.processes is not None:
+            self.processes.setup()
+        steps = [self.partitioner.setup] if self.enabled("partition") else []
+        steps += [self.clocks.setup] if self.enabled("clock") else []
+        parallel(*steps)
         return self
 
-    def heal_all(self) -> dict[str, Any]:
-        """Undo every fault (as the simulator does before recovery): network, packets, processes, clocks."""
-        done: dict[str, Any] = {}
-        self.partition.heal()
-        self.packet.stop()
-        if self.process is not None:
-            done.update(self.process.heal())
-        done["clock-reset"] = self.clock.reset()
-        return done
+    def require_netem(self) -> None:
+        """PacketFaultUnsupported unless the hosts can do every packet fault (tc netem)."""
+        if self.packets.method != "iptables" and self.packets.netem_supported():
+            return
+        raise PacketFaultUnsupported(
+            "--nemesis packet: the hosts' kernel has no sch_netem (tc netem), which delay, duplicate and "
+            "reorder faults need (only loss can be done here, with iptables); drop `packet` from --nemesis"
+        )
 
     def teardown(self) -> None:
-        """Heal and remove everything this nemesis put on the hosts; every part is attempted."""
+        """Heal and remove everything the enabled parts put on the hosts; every part is attempted."""
         errors: list[BaseException] = []
+        parts = [
+            self.partitioner if self.enabled("partition") else None,
+            self.packets if self.enabled("packet") else None,
+            self.processes,
+            self.clocks if self.enabled("clock") else None,
+        ]
         with cleanup.shielded():
-            for part in (self.partition, self.packet, self.process, self.clock):
+            for part in parts:
                 if part is None:
                     continue
                 try:
@@ -107,69 +105,114 @@ class RealNemesis:
         if errors:
             raise NemesisError(f"teardown incomplete: {'; '.join(map(str, errors))}") from errors[0]
 
+    def _process(self) -> ProcessNemesis:
+        if self.processes is None:
+            raise NemesisError("kill/pause faults need the daemons to control (daemons=…)")
+        return self.processes
+
+    # ------------------------------------------------------------------ the port
+    def partition(self, grudge: Grudge) -> Grudge:
+        return self.partitioner.start(grudge)
+
+    def heal(self) -> None:
+        self.partitioner.heal()
+
+    def kill(self, nodes: Sequence[str]) -> list[str]:
+        return self._process().kill(nodes)
+
+    def start(self, nodes: Sequence[str]) -> list[str]:
+        return self._process().start(nodes)
+
+    def pause(self, nodes: Sequence[str]) -> list[str]:
+        return self._process().pause(nodes)
+
+    def resume(self, nodes: Sequence[str]) -> list[str]:
+        process = self._process()
+        return process.resume([n for n in nodes if n in process.paused])  # a killed node is no longer stopped
+
+    def clock_bump(self, changes: ClockChanges) -> dict[str, Any]:
+        return self.clocks.apply(changes)
+
+    def clock_strobe(self, strobe: Strobe) -> Strobe:
+        self.clocks.strobe(strobe)
+        return strobe
+
+    def clock_rate(self, ppm: Mapping[str, float]) -> dict[str, float]:
+        self.clocks.drift(ppm)
+        return {n: self.clocks.rates[n] for n in ppm}
+
+    def clock_reset(self, nodes: Sequence[str]) -> list[str]:
+        return self.clocks.reset(nodes)
+
+    def packet_start(self, behaviours: PacketBehaviours, nodes: Sequence[str], peers: Sequence[str]) -> dict[str, Any]:
+        return self.packets.start(behaviours, nodes, peers)
+
+    def packet_stop(self) -> None:
+        self.packets.stop()
+
+
+class RealNemesis:
+    """RealFaults driven by the nemesis interpreter, blocking; `leader()` names the current leader for
+    "leader" targets (without one, or when it names nobody, such an event targets no node)."""
+
+    def __init__(
+        self,
+        hosts: Sequence[Host],
+        daemons: SpecSource | None = None,
+        *,
+        leader: Callable[[], str | None] | None = None,
+        rng: random.Random | None = None,
+        packages: Iterable[str] = PACKAGES,
+        partition: PartitionNemesis | None = None,
+        monotonic: bool = False,
+        packet_method: str = "auto",
+    ) -> None:
+        self.faults = RealFaults(
+            hosts, daemons, packages=packages, partition=partition, monotonic=monotonic, packet_method=packet_method
+        )
+        self.names = [h.name for h in hosts]
+        self.interpreter = NemesisInterpreter(self.faults, self.names, rng or random.Random(0))
+        self.leader = leader
+
+    # the parts, for callers that need one directly (clock env, rules, offsets)
+    @property
+    def partition(self) -> PartitionNemesis:
+        return self.faults.partitioner
+
+    @property
+    def packet(self) -> PacketNemesis:
+        return self.faults.packets
+
+    @property
+    def clock(self) -> ClockNemesis:
+        return self.faults.clocks
+
+    @property
+    def process(self) -> ProcessNemesis | None:
+        return self.faults.processes
+
+    def setup(self) -> RealNemesis:
+        self.faults.setup()
+        return self
+
+    def teardown(self) -> None:
+        self.faults.teardown()
+
     def __enter__(self) -> RealNemesis:
         return self.setup()
 
     def __exit__(self, *exc: object) -> None:
         self.teardown()
 
-    # ------------------------------------------------------------------ events
-    def _targets(self, value: Any) -> list[str]:
-        if value == "leader" or value is None:
-            leader = self.leader() if self.leader is not None else None
-            return [leader if leader in self.names else self.rng.choice(self.names)]
-        if value == "all":
-            return list(self.names)
-        if isinstance(value, str):
-            return [value]
-        return list(value)
-
-    def _processes(self) -> ProcessNemesis:
-        if self.process is None:
-            raise NemesisError("kill/pause faults need the daemons to control (RealNemesis(daemons=…))")
-        return self.process
-
     def invoke(self, event: Mapping[str, Any]) -> Any:
-        """Apply one schedule event {"f", "value"}; returns the value to record in the history."""
-        f, value = event["f"], event.get("value")
-        if f == "start-partition":
-            if isinstance(value, Mapping) and "grudge" not in value and value.get("kind") == "leader":
-                leader = self.leader() if self.leader is not None else None
-                grudge = partitions.make("leader", self.names, self.rng, leader)
-            elif isinstance(value, Mapping) and "grudge" in value:
-                grudge = value["grudge"]
-            elif isinstance(value, Mapping) and "kind" in value:
-                grudge = partitions.make(value["kind"], self.names, self.rng)
-            else:
-                grudge = value  # a bare grudge, as Jepsen accepts
-            return self.partition.start(grudge)
-        if f == "stop-partition":
-            self.partition.heal()
-            return None
-        if f == "kill":
-            return self._processes().kill(self._targets(value))
-        if f == "start":
-            return self._processes().start(None if value is None else self._targets(value))
-        if f == "pause":
-            return self._processes().pause(self._targets(value))
-        if f == "resume":
-            return self._processes().resume(None if value is None else self._targets(value))
-        if f == "bump-clock":
-            return self.clock.apply(value)
-        if f == "strobe-clock":
-            self.clock.strobe(value)
-            return value
-        if f == "reset-clock":
-            return self.clock.reset(None if value is None else self._targets(value))
-        if f == "check-clock-offsets":
-            return self.clock.check_offsets()
-        if f == "start-packet":
-            value = value or {}
-            return self.packet.start(value.get("behaviours", {"delay": None}), value.get("nodes"), value.get("peers"))
-        if f == "stop-packet":
-            self.packet.stop()
-            return None
-        raise NemesisError(f"unknown nemesis op {f!r} (expected one of {', '.join(FS)})")
+        """Apply one schedule event through the interpreter; the value recorded in the history."""
+        needs = self.leader is not None and self.interpreter.needs_leader(event)
+        return self.interpreter.apply(event, self.leader() if needs else None).recorded  # type: ignore[misc]
+
+    def heal_all(self) -> list[Any]:
+        """Heal every enabled package (also what its parts were told directly) and anything else the interpreter
+        knows in force; what each heal event did."""
+        return [self.invoke(e) for e in self.interpreter.heal_events(self.faults.packages)]
 
     def describe(self, grudge: Mapping[str, Iterable[str]] | None = None) -> dict[str, Any]:
         """Components, one-way cuts and majority-holding nodes of a grudge (default: the active one)."""

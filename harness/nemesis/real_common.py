@@ -12,6 +12,19 @@ from harness.control import cleanup
 T = TypeVar("T")
 
 
+def parallel(*fns: Callable[[], object]) -> None:
+    """Run blocking setup steps in threads at once; re-raise the first error once all are done."""
+    if len(fns) <= 1:
+        for fn in fns:
+            fn()
+        return
+    with ThreadPoolExecutor(max_workers=len(fns), thread_name_prefix="setup") as pool:
+        futures = [pool.submit(fn) for fn in fns]
+    errors = [f.exception() for f in futures if f.exception() is not None]
+    if errors:
+        raise errors[0]  # type: ignore[misc]
+
+
 class NemesisError(RuntimeError):
     """A fault could not be applied or healed."""
 

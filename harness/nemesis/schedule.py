@@ -16,25 +16,31 @@ from harness.streams import stream
 
 SECOND = 1_000_000_000
 MS = 1_000_000
-PACKAGES = ("partition", "kill", "pause", "clock")
+PACKAGES = ("partition", "kill", "pause", "clock", "packet")
+# what `--nemesis all` means: packet faults are asked for by name (on real hosts most need tc netem)
+ALL = ("partition", "kill", "pause", "clock")
 # Each package: (start f, stop f)
 FLIP_FLOP = {
     "partition": ("start-partition", "stop-partition"),
     "kill": ("kill", "start"),
     "pause": ("pause", "resume"),
     "clock": ("bump-clock", "reset-clock"),
+    "packet": ("start-packet", "stop-packet"),
 }
-HEAL = {"partition": "stop-partition", "kill": "start", "pause": "resume", "clock": "reset-clock"}
+HEAL = {p: stop for p, (_, stop) in FLIP_FLOP.items()}
+HEAL_ORDER = ("partition", "packet", "pause", "kill", "clock")  # network first, clocks last
 
 
-def _parse_names(text: str, known: tuple[str, ...], what: str, none_ok: bool) -> tuple[str, ...]:
-    """A comma-separated choice from `known` (deduplicated, in order); `all` → every one; `none` or ''
-    → () when `none_ok`; anything else is a ValueError naming `what`."""
+def _parse_names(
+    text: str, known: tuple[str, ...], what: str, none_ok: bool, everything: tuple[str, ...] | None = None
+) -> tuple[str, ...]:
+    """A comma-separated choice from `known` (deduplicated, in order); `all` → `everything` (default: every
+    one); `none` or '' → () when `none_ok`; anything else is a ValueError naming `what`."""
     names = [n.strip() for n in text.split(",") if n.strip()]
     if none_ok and names in (["none"], []):
         return ()
     if names == ["all"]:
-        return known
+        return everything or known
     if not names:
         raise ValueError(f"no {what} given")
     unknown = [n for n in names if n not in known]
@@ -45,8 +51,8 @@ def _parse_names(text: str, known: tuple[str, ...], what: str, none_ok: bool) ->
 
 
 def parse_nemeses(text: str) -> list[str]:
-    """`partition,kill` → ['partition', 'kill']; `none` or '' → []; `all` → every package."""
-    return list(_parse_names(text, PACKAGES, "nemesis", none_ok=True))
+    """`partition,kill` → ['partition', 'kill']; `none` or '' → []; `all` → every package but packet."""
+    return list(_parse_names(text, PACKAGES, "nemesis", none_ok=True, everything=ALL))
 
 
 def _targets(rng: random.Random, nodes: list[str]) -> list[str] | str:
@@ -79,6 +85,8 @@ def _start_value(package: str, rng: random.Random, nodes: list[str], kinds: tupl
         return {"kind": kind, "grudge": partitions.make(kind, nodes, rng)}
     if package in ("kill", "pause"):
         return _targets(rng, nodes)
+    if package == "packet":
+        return _packet_value(rng, nodes)
     # clock: bump some nodes by ±2^k ms (about 16 ms to 32 s), optionally with drift
     victims = sorted(rng.sample(nodes, rng.randint(1, len(nodes))), key=nodes.index)
     return {
@@ -88,6 +96,25 @@ def _start_value(package: str, rng: random.Random, nodes: list[str], kinds: tupl
         }
         for n in victims
     }
+
+
+# parameters drawn for each packet behaviour (tc netem's, as Jepsen's jepsen.net/all-packet-behaviors)
+PACKET_PARAMS = {
+    "loss": lambda rng: {"percent": rng.choice((5, 10, 20, 40))},
+    "delay": lambda rng: {"time-ms": rng.choice((20, 50, 100, 200)), "jitter-ms": rng.choice((0, 10, 50))},
+    "duplicate": lambda rng: {"percent": rng.choice((5, 10, 20))},
+    "reorder": lambda rng: {"percent": rng.choice((10, 20, 50))},
+}
+
+
+def _packet_value(rng: random.Random, nodes: list[str]) -> dict[str, Any]:
+    """One or two packet behaviours on the traffic some nodes (or all) send."""
+    names = sorted(rng.sample(sorted(PACKET_PARAMS), rng.choice((1, 1, 2))), key=list(PACKET_PARAMS).index)
+    behaviours = {name: PACKET_PARAMS[name](rng) for name in names}
+    if rng.random() < 0.5:
+        return {"behaviours": behaviours}
+    victims = sorted(rng.sample(nodes, rng.randint(1, max(1, len(nodes) // 2))), key=nodes.index)
+    return {"behaviours": behaviours, "nodes": victims}
 
 
 def generate(

@@ -1,68 +1,44 @@
-"""Drives a generator in real time (asyncio): client workers, the nemesis worker, the history.
+"""Drives the interpreter's core (`harness.interpreter`) in real time with asyncio.
 
-As Jepsen's interpreter: `concurrency` client threads (0…P-1) and one nemesis thread. Each
-thread runs one operation at a time. A client operation that completes `info` (timeout,
-crash, unknown outcome) retires its process: the thread continues as process + P with a
-fresh client. Invocations and completions are recorded as they happen (Recorder: appended
-and flushed to history.jsonl); nemesis events are recorded as one `info` op each with the
-value that was actually applied (resolved targets), as the simulator does.
+One worker task per thread runs that thread's operations one at a time: a sans-IO client's
+requests go through a `Connection` of the runtime's transport (one per process, closed when the
+process retires); a nemesis event goes to the nemesis handler. A client call that outlives its
+request's timeout by GUARD_S is abandoned as `info`.
 
-Everything the run did is also kept as a realised schedule (`ops`, `nemesis`), the shape of
-the simulator's schedule.json.
+Clients still written as async objects (`invoke(op) -> Completion` coroutine, `close()`) are
+driven as they are, until every workload is a sans-IO `workloads.protocol.Client`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
+from harness.interpreter import Applied, Core, Listener
 from harness.recorder import Recorder
-from harness.runner.generator import NEMESIS, PENDING, Context, Generator
+from workloads.generator import NEMESIS, Context, Generator
+from workloads.protocol import Answer, Completion, Failure, Request
 
-POLL_S = 0.02  # how often a pending generator is asked again
+__all__ = ["Applied", "Completion", "Connection", "Interpreter", "cancel_and_wait", "close_loop", "monotonic_clock"]
+
 GUARD_S = 5.0  # a client call that outlives its own timeout by this much is abandoned as info
 
 
-@dataclass(frozen=True)
-class Completion:
-    """How a client operation ended, in history terms."""
+class Connection(Protocol):
+    """One client process's link to the nodes: carries its requests, one at a time."""
 
-    type: str  # ok | fail | info
-    value: Any = None
-    error: str | None = None
-    node: str | None = None
-
-
-class Client(Protocol):
-    """One worker's connection to the system under test (one process id)."""
-
-    timeout: float
-
-    async def invoke(self, op: dict[str, Any]) -> Completion: ...
+    async def call(self, request: Request) -> Answer: ...
 
     async def close(self) -> None: ...
 
 
-ClientFactory = Callable[[int, int], Client]  # (thread, process) -> client
-
-
-@dataclass(frozen=True)
-class Applied:
-    """What a nemesis event did: the value for the history, the value for the schedule, an error."""
-
-    recorded: Any
-    realised: Any
-    error: str | None = None
-
-
+ClientFactory = Callable[[int, int], Any]  # (thread, process) -> a sans-IO client (or a legacy async one)
+Transport = Callable[[], Connection]  # a fresh connection for a new process
 NemesisHandler = Callable[[dict[str, Any]], Awaitable[Applied]]
-Listener = Callable[[dict[str, Any]], None]
 
 
 class Interpreter:
@@ -76,182 +52,88 @@ class Interpreter:
         recorder: Recorder,
         clock: Callable[[], int],
         *,
+        transport: Transport | None = None,
         rng: random.Random | None = None,
         listener: Listener | None = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
-        if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        self.concurrency = concurrency
+        self.core = Core(concurrency, recorder, clock, rng=rng, listener=listener, log=log)
         self.client_factory = clients
+        self.transport = transport
         self.nemesis_handler = nemesis
         self.recorder = recorder
         self.clock = clock
-        self.rng = rng or random.Random(0)
-        self.listener = listener
-        self.log = log or (lambda msg: None)
-        self.workers: dict[Any, Any] = {t: t for t in range(concurrency)}
-        self.workers[NEMESIS] = NEMESIS
-        self.free: set[Any] = set(self.workers)
-        self.ops: list[dict[str, Any]] = []  # realised client operations (schedule.json "ops")
-        self.nemesis_log: list[dict[str, Any]] = []  # realised nemesis events
-        self._clients: dict[int, tuple[Any, Client]] = {}
+        self._clients: dict[int, tuple[Any, Any, Connection | None]] = {}  # thread -> (process, client, conn)
         self._inbox: dict[Any, asyncio.Queue[dict[str, Any]]] = {}
         self._done: asyncio.Queue[tuple[Any, dict[str, Any], Any]] | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
-    # ------------------------------------------------------------------ context
-    def context(self, reserved: frozenset[Any] = frozenset()) -> Context:
-        """The generator's view: threads reserved by ops waiting for their time count as busy."""
-        return Context(self.clock(), dict(self.workers), frozenset(self.free - reserved), self.rng)
+    @property
+    def ops(self) -> list[dict[str, Any]]:
+        return self.core.ops
 
     @property
-    def busy(self) -> bool:
-        return len(self.free) < len(self.workers)
+    def nemesis_log(self) -> list[dict[str, Any]]:
+        return self.core.nemesis_log
+
+    @property
+    def workers(self) -> dict[Any, Any]:
+        return self.core.workers
+
+    def context(self) -> Context:
+        return self.core.context()
 
     def _start_workers(self) -> None:
         if self._tasks:
             return
         self._done = asyncio.Queue()
-        for t in self.workers:
+        for t in self.core.workers:
             self._inbox[t] = asyncio.Queue()
             worker = self._nemesis_worker if t == NEMESIS else self._client_worker
             self._tasks.append(asyncio.create_task(worker(t), name=f"worker-{t}"))
 
-    # ------------------------------------------------------------------ the loop
     async def run(self, gen: Generator | None) -> None:
-        """Run `gen` until it is exhausted and every operation it started has completed.
-
-        An op the generator emits is committed: if its time is in the future it waits in a heap
-        (its thread reserved) while the generator is asked for more — so a fault scheduled
-        for later never holds up client operations due now.
-        """
+        """Run `gen` until it is exhausted and every operation it started has completed."""
         self._start_workers()
         assert self._done is not None
-        waiting: list[tuple[int, int, dict[str, Any]]] = []  # (time, seq, op)
-        seq = 0
+        core = self.core
+        core.start(gen)
         while True:
             while not self._done.empty():
-                gen = self._complete(gen, *self._done.get_nowait())
-            while waiting and waiting[0][0] <= self.clock():
-                gen = self._dispatch(gen, heapq.heappop(waiting)[2])
-            pending = False
-            if gen is not None:
-                reserved = frozenset(self.thread_of(op["process"]) for _, _, op in waiting)
-                ctx = self.context(reserved)
-                r = gen.op(ctx)
-                if r is None:
-                    gen = None
-                else:
-                    op, gen = r
-                    if op is PENDING:
-                        pending = True
-                    elif op.get("type") == "log":
-                        self.log(str(op.get("value")))
-                        continue
-                    else:
-                        heapq.heappush(waiting, (op["time"], seq, op))
-                        seq += 1
-                        continue
-            if gen is None and not waiting and not self.busy:
+                core.complete(*self._done.get_nowait())
+            for thread, op in core.poll():
+                self._inbox[thread].put_nowait(op)
+            if core.finished:
                 return
-            timeout: float | None = POLL_S if pending else None
-            if waiting:
-                due = max(0.0, (waiting[0][0] - self.clock()) / 1e9)
-                timeout = due if timeout is None else min(timeout, due)
-            gen = await self._wait(gen, timeout)
+            wake = core.wake_in()
+            item = await self._wait(None if wake is None else wake / 1e9)
+            if item is not None:
+                core.complete(*item)
             _raise_if_cancelled()
 
-    def thread_of(self, process: Any) -> Any:
-        for t, p in self.workers.items():
-            if p == process:
-                return t
-        return None
-
-    async def _wait(self, gen: Generator | None, seconds: float | None) -> Generator | None:
+    async def _wait(self, seconds: float | None) -> tuple[Any, dict[str, Any], Any] | None:
+        """The next completion, or None if `seconds` pass first."""
         assert self._done is not None
         try:
-            item = await asyncio.wait_for(self._done.get(), timeout=None if seconds is None else max(seconds, 0.0))
+            return await asyncio.wait_for(self._done.get(), timeout=seconds)
         except TimeoutError:
-            return gen
-        return self._complete(gen, *item)
-
-    def _dispatch(self, gen: Generator | None, op: dict[str, Any]) -> Generator | None:
-        ctx = self.context()
-        thread = ctx.thread_of(op["process"])
-        if thread is None or thread not in self.free:
-            raise RuntimeError(f"generator emitted {op!r} for a busy or unknown process")
-        self.free.discard(thread)
-        event = dict(op)
-        if thread != NEMESIS:
-            rec = self.recorder.record(op["process"], "invoke", op["f"], op.get("value"), key=op.get("key"))
-            op["invoked"] = rec.time
-            event["time"] = rec.time
-            self._notify(event)
-        else:
-            op["invoked"] = self.clock()
-        self._inbox[thread].put_nowait(op)
-        return gen.update(ctx, event) if gen is not None else None
-
-    def _complete(self, gen: Generator | None, thread: Any, op: dict[str, Any], result: Any) -> Generator | None:
-        ctx = self.context()  # before the process changes: generators look the event's process up
-        process = op["process"]
-        if thread == NEMESIS:
-            applied: Applied = result
-            rec = self.recorder.record(NEMESIS, "info", op["f"], applied.recorded, error=applied.error)
-            entry = {"at": op["invoked"], "f": op["f"], "value": applied.realised}
-            if op.get("package"):
-                entry = {"at": op["invoked"], "planned-at": op.get("at"), "package": op["package"], **entry}
-            if applied.error:
-                entry["error"] = applied.error
-            self.nemesis_log.append(entry)
-            event = {"type": "info", "process": NEMESIS, "f": op["f"], "value": applied.recorded, "time": rec.time}
-            if applied.error:
-                event["error"] = applied.error
-        else:
-            c: Completion = result
-            rec = self.recorder.record(process, c.type, op["f"], c.value, key=op.get("key"), node=c.node, error=c.error)
-            self.ops.append(
-                {
-                    "at": op["invoked"],
-                    "client": thread,
-                    "f": op["f"],
-                    "key": op.get("key"),
-                    "value": op.get("value"),
-                    "node": c.node,
-                }
-            )
-            event = {
-                "type": c.type,
-                "process": process,
-                "f": op["f"],
-                "key": op.get("key"),
-                "value": c.value,
-                "node": c.node,
-                "error": c.error,
-                "time": rec.time,
-            }
-            if c.type == "info":
-                self.workers[thread] = process + self.concurrency  # a crashed process never comes back
-        self.free.add(thread)
-        self._notify(event)
-        return gen.update(ctx, event) if gen is not None else None
-
-    def _notify(self, event: dict[str, Any]) -> None:
-        if self.listener is not None:
-            self.listener(event)
+            return None
 
     # ------------------------------------------------------------------ workers
-    async def _client_for(self, thread: int, process: int) -> Client:
+    async def _client_for(self, thread: int, process: int) -> tuple[Any, Connection | None]:
         current = self._clients.get(thread)
         if current is not None and current[0] == process:
-            return current[1]
+            return current[1], current[2]
         if current is not None:
-            with contextlib.suppress(Exception):
-                await current[1].close()
+            await _close(current[1], current[2])
         client = self.client_factory(thread, process)
-        self._clients[thread] = (process, client)
-        return client
+        conn = None
+        if hasattr(client, "receive"):  # sans-IO
+            if self.transport is None:
+                raise ValueError("a sans-IO client needs the interpreter's transport")
+            conn = self.transport()
+        self._clients[thread] = (process, client, conn)
+        return client, conn
 
     async def _client_worker(self, thread: int) -> None:
         assert self._done is not None
@@ -260,14 +142,12 @@ class Interpreter:
             _raise_if_cancelled()  # a cancel swallowed anywhere inside the last invoke ends the worker here
             op = await inbox.get()
             try:
-                client = await self._client_for(thread, op["process"])
+                client, conn = await self._client_for(thread, op["process"])
             except Exception as e:  # noqa: BLE001 - cannot open: the op did not happen (Jepsen's no-client)
                 result = Completion("fail", op.get("value"), f"no-client: {e}", op.get("node"))
             else:
                 try:
-                    result = await asyncio.wait_for(client.invoke(op), timeout=client.timeout + GUARD_S)
-                except TimeoutError:
-                    result = Completion("info", op.get("value"), "timeout (client hung)", op.get("node"))
+                    result = await (_legacy(client, op) if conn is None else _drive(client, conn, op))
                 except Exception as e:  # noqa: BLE001 - unknown outcome, as Jepsen's crashed client
                     result = Completion("info", op.get("value"), f"indeterminate: {e!r}", op.get("node"))
             self._done.put_nowait((thread, op, result))
@@ -291,10 +171,36 @@ class Interpreter:
         """Stop the workers and close every client."""
         await cancel_and_wait(self._tasks)
         self._tasks = []
-        for _, client in self._clients.values():
-            with contextlib.suppress(Exception):
-                await client.close()
+        for _, client, conn in self._clients.values():
+            await _close(client, conn)
         self._clients = {}
+
+
+async def _drive(client: Any, conn: Connection, op: dict[str, Any]) -> Completion:
+    """A sans-IO client's operation: its requests through `conn`, one at a time, to the completion."""
+    step = client.invoke(op)
+    while isinstance(step, Request):
+        try:
+            answer = await asyncio.wait_for(conn.call(step), timeout=step.timeout_s + GUARD_S)
+        except TimeoutError:
+            answer = Failure("timeout (client hung)", sent=True)
+        step = client.receive(answer)
+    return step
+
+
+async def _legacy(client: Any, op: dict[str, Any]) -> Completion:
+    try:
+        return await asyncio.wait_for(client.invoke(op), timeout=client.timeout + GUARD_S)
+    except TimeoutError:
+        return Completion("info", op.get("value"), "timeout (client hung)", op.get("node"))
+
+
+async def _close(client: Any, conn: Connection | None) -> None:
+    with contextlib.suppress(Exception):
+        if conn is not None:
+            await conn.close()
+        elif hasattr(client, "close"):
+            await client.close()
 
 
 async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any]], grace: float = 10.0) -> list[asyncio.Task[Any]]:

@@ -13,9 +13,9 @@
    itself on an illegal state (its raft core's Fatal, exit 3) makes the run invalid (`node-fatal`),
    as in the simulator.
 
-The queue workload (harness.runner.queue_workload) runs the nodes as brokers too: it creates its
-topic once the cluster is ready, drains every partition in the final phase, and is checked for
-the queue anomalies (`--allow`) and committed divergence of the brokers' partition logs.
+A workload that speaks Kafka (the queue, `workloads.queue`) runs the nodes as brokers too: its
+setup creates its topic once the cluster is ready, its final phase drains every partition, and it
+is checked for the queue anomalies (`--allow`) and committed divergence of the brokers' partition logs.
 
 The history is appended and flushed as operations happen; schedule.json records what was
 really done (every nemesis event with resolved targets and time, every client op with its
@@ -35,26 +35,27 @@ from checkers.history import History
 from harness.backends import registry
 from harness.backends.base import Backend, Host
 from harness.checks import check_run
-from harness.db.nodes import NodeDB
+from harness.db.nodes import NodeDB, broker_properties
+from harness.db.nodes_transport import NodesTransport
 from harness.db.protocol import ClusterNotReady
+from harness.interpreter import RATE, SCHEDULE_FORMAT, client_phase
 from harness.nemesis.schedule import generate
 from harness.recorder import Recorder
-from harness.runner import generator as gen
 from harness.runner.interpreter import Interpreter, close_loop, monotonic_clock
 from harness.runner.nemesis import RunnerNemesis, parallel
 from harness.runner.progress import Progress
-from harness.runner.queue_workload import node_properties
-from harness.runner.workloads import make_workload
+from harness.runner.workload import make_workload
 from harness.spec import TestSpec
 from harness.store import write_json, write_jsonl
 from harness.streams import stream
+from workloads import generator as gen
+from workloads.protocol import Workload
 
 READY_TIMEOUT = 60.0  # seconds for the fresh cluster to elect a leader
 RECOVERY_TIMEOUT = 30.0  # seconds for the healed cluster to agree on a leader again
 FINAL_SECONDS = 20.0  # seconds allowed for the final reads
 # `kraftwerk replay`: the main phase from a stored schedule, given (leader, partition leaders) of the fresh cluster
 ReplayMain = Callable[[str | None, Mapping[str, str]], gen.Generator]
-RATE = 100.0  # client operations per second, all threads together (Jepsen's stagger)
 OP_TIMEOUT = 2.0  # seconds before a client gives up on an operation (→ info)
 
 
@@ -99,9 +100,9 @@ def run_real(
         records = [_host_record(backend, h) for h in hosts]
         write_json(run_dir / "cluster.json", {"backend": args.backend, "cluster": backend.cluster_id, "hosts": records})
         progress.say(f"{args.backend} cluster {backend.cluster_id}: {len(hosts)} hosts in {stats['hosts-seconds']}s")
-        db, nemesis = _assemble(args, backend, hosts, replay)
+        workload = make_workload(args.workload, [h.name for h in hosts], args.seed, OP_TIMEOUT, args)
+        db, nemesis = _assemble(args, backend, hosts, workload, replay)
         progress.faults = nemesis.active
-        workload = make_workload(args.workload, db.endpoints(), args.seed, timeout=OP_TIMEOUT, options=args)
         with contextlib.ExitStack() as stack:
             stack.callback(nemesis.teardown)
             t = time.monotonic()
@@ -145,19 +146,19 @@ def run_real(
 
 
 def _assemble(
-    args: TestSpec, backend: Backend, hosts: list[Host], replay: ReplayMain | None = None
+    args: TestSpec, backend: Backend, hosts: list[Host], workload: Workload, replay: ReplayMain | None = None
 ) -> tuple[NodeDB, RunnerNemesis]:
     """The node daemons and the nemesis of these hosts, wired together (restarts get the clock env)."""
-    queue = args.workload == "queue"  # the nodes are brokers too (Kafka clients on the client listener)
+    brokers = workload.api == "kafka"  # the nodes are brokers too (Kafka clients on the client listener)
     db = NodeDB(
         hosts,
         bugs=list(args.bugs),
         seed=args.seed,
         ports=getattr(backend, "ports", None),
         listen_any=backend.listen_any,
-        broker=queue,
+        broker=brokers,
         properties={
-            **(node_properties(args) if queue else {}),
+            **(broker_properties(workload.options()) if brokers else {}),
             **({"kraftwerk.volatile.writes": "true"} if args.lose_unsynced else {}),
             **({"kraftwerk.fsync.delay.ms": str(args.fsync_delay)} if args.fsync_delay else {}),
         },
@@ -167,7 +168,7 @@ def _assemble(
         hosts,
         db.spec,
         args.nemeses,
-        leader=db.partition_leader if queue else db.leader,
+        leader=db.partition_leader if brokers else db.leader,
         rng=stream("nemesis-run", args.seed),
         partition=partition,
         # a replay: a restart completes once the node answers, as a simulated restart serves at once
@@ -211,7 +212,7 @@ def _drive_on(
 ) -> Interpreter:
     leader, ready = loop.run(db.wait_ready(READY_TIMEOUT))
     stats["election-seconds"] = round(ready, 2)
-    topic = loop.run(workload.setup(READY_TIMEOUT))
+    topic = loop.run(_setup(workload, db, args))
     if topic:
         stats["topic-seconds"] = round(topic, 2)
     stats["ready-seconds"] = round(time.monotonic() - creating, 2)
@@ -226,6 +227,7 @@ def _drive_on(
         nemesis.apply,
         Recorder(clock, run_dir / "history.jsonl"),
         clock,
+        transport=NodesTransport(db.endpoints(), args.seed),
         rng=stream("interpreter", args.seed),
         listener=progress.on_event,
         log=progress.say,
@@ -236,6 +238,32 @@ def _drive_on(
         interp.recorder.close()
     loop.run(interp.close())
     return interp
+
+
+async def _setup(workload: Any, db: NodeDB, args: TestSpec) -> float:
+    """The workload's setup phase (its ops are not part of the history); seconds taken."""
+    setup = workload.setup()
+    if setup is None:
+        return 0.0
+    started = time.monotonic()
+    clock = monotonic_clock()
+    interp = Interpreter(
+        args.concurrency,
+        workload.client,
+        None,
+        Recorder(clock),
+        clock,
+        transport=NodesTransport(db.endpoints(), args.seed),
+        rng=stream("setup", args.seed),
+    )
+    try:
+        await asyncio.wait_for(interp.run(gen.clients(setup)), READY_TIMEOUT)
+    except TimeoutError:
+        why = getattr(workload, "setup_error", "")  # the last reason it gave, if it keeps one
+        raise ClusterNotReady(f"{workload.name} setup unfinished after {READY_TIMEOUT:g}s: {why}") from None
+    finally:
+        await interp.close()
+    return time.monotonic() - started
 
 
 def _write_run(
@@ -254,7 +282,7 @@ def _write_run(
     write_json(
         run_dir / "schedule.json",
         {
-            "format": 1,
+            "format": SCHEDULE_FORMAT,
             "workload": args.workload,
             "backend": args.backend,
             "seed": args.seed,
@@ -292,7 +320,7 @@ def _phases(
             args.seed, [h.name for h in db.hosts], list(args.nemeses), limit, args.interval, args.partition_kinds
         )
         main = gen.any_of(
-            gen.clients(gen.time_limit(limit, gen.stagger(1.0 / RATE, workload.generator()))),
+            client_phase(workload, limit, RATE),
             gen.nemesis(gen.time_limit(limit, gen.schedule(schedule))),
         )
     progress.set_phase("main", limit)

@@ -1,12 +1,14 @@
 """A whole simulated test: N nodes, P clients, a fault schedule, then heal, recover and read
 everything back. One seed decides everything; the same seed gives the same history.
 
-Workloads: `register` (KVNode cores, linearizable registers) and `queue` (BrokerNode cores:
-a replicated topic, clients sending unique values and polling them back).
+The workload (`workloads.registry`: `register`, `queue`, …) is the one real runs use, driven by the
+same interpreter core; the nodes are KVNode cores, or BrokerNode cores when the workload speaks the
+Kafka API (a replicated topic, clients sending unique values and polling them back).
 
 Phases (virtual time):
 0. setup — wait until a leader is known to every node, as a real run does before its main
-   phase (queue: create the topic and wait until every partition has a leader);
+   phase, then run the workload's setup (queue: create the topic and wait until every node sees
+   every partition led);
 1. main — clients run the workload while the schedule's faults come and go (the schedule's
    times count from its start);
 2. recover — heal the network, restart killed nodes, resume paused ones, reset clocks;
@@ -20,34 +22,31 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.interpreter import SCHEDULE_FORMAT, Core, client_phase
 from harness.nemesis import partitions
-from harness.nemesis.schedule import generate
+from harness.nemesis.interpreter import NemesisInterpreter
+from harness.nemesis.schedule import ALL, generate
 from harness.recorder import Recorder
-from harness.sim.clients import SimClient
 from harness.sim.engine import MS, SECOND, Scheduler
+from harness.sim.faults import SimFaults
+from harness.sim.interpreter import SimInterpreter
 from harness.sim.invariants import Invariants
 from harness.sim.network import Network
 from harness.sim.node import SimNode
-from harness.sim.queue_client import SimQueueClient
+from harness.sim.transport import SimTransport
 from harness.streams import stream
-from nodes.broker import (
-    BrokerConfig,
-    BrokerNode,
-    CreateTopicsRequest,
-    CreateTopicsResponse,
-    MetadataRequest,
-    MetadataResponse,
-    NewTopic,
-)
+from nodes.broker import BrokerConfig, BrokerNode
 from nodes.kv.node import KVNode
 from nodes.raft import RaftConfig, digest
 from nodes.runtime.lanes import connection_timeout_ms
-from workloads.queue import TOPIC, QueueGenerator
-from workloads.register import RegisterGenerator
+from workloads import generator as gen
+from workloads import registry
+from workloads.protocol import Workload
 
 # how a run is simulated, by schedule.json field (and SimOptions attribute): the current way first
 MODES = {"links": ("tcp", "datagram"), "start": ("ready", "boot"), "clocks": ("wall", "timers")}
 READY_WITHIN_SECONDS = 120.0  # a fresh cluster that has not elected a leader known to all by then is broken
+SETUP_WITHIN_SECONDS = 120.0  # ... nor finished the workload's setup (the queue's topic) by then
 RECOVERY_SECONDS = 10.0  # the simulator's pause between healing everything and the final reads
 
 
@@ -68,7 +67,7 @@ class SimOptions:
     bugs: list[str] = field(default_factory=list)
     interval: float = 5.0  # mean seconds between fault changes per package
     partition_kinds: tuple[str, ...] = partitions.KINDS
-    think_ms: int = 50  # mean pause between a client's operations
+    rate: float = 100.0  # client operations per second, all clients together (the real runner's rate)
     timeout_ms: int = 2000  # client request timeout → info
     latency_ms: tuple[float, float] = (0.5, 5.0)
     # tcp: a message that meets a partition is retransmitted until the heal (or lost when the sender's
@@ -114,11 +113,12 @@ class SimResult:
     schedule: list[dict[str, Any]]
     ops: list[dict[str, Any]]
     stats: dict[str, Any]
+    workload_options: dict[str, Any] = field(default_factory=dict)  # the workload's, as schedule.json stores them
 
     def schedule_document(self, opts: SimOptions) -> dict[str, Any]:
         """`schedule.json`: everything needed to drive this run again without the random source."""
         return {
-            "format": 1,
+            "format": SCHEDULE_FORMAT,
             "workload": opts.workload,
             "seed": opts.seed,
             "nodes": opts.nodes,
@@ -129,21 +129,16 @@ class SimResult:
             "links": opts.links,
             "start": opts.start,
             "clocks": opts.clocks,
-            **(queue_options(opts) if opts.workload == "queue" else {}),
+            **self.workload_options,
             "nemesis": self.schedule,
             "ops": self.ops,
         }
 
 
-def queue_options(opts: SimOptions) -> dict[str, Any]:
-    """The queue workload's topic and producer settings, as stored in schedule.json."""
-    return {
-        "acks": opts.acks,
-        "partitions": opts.partitions,
-        "replication-factor": opts.replication_factor,
-        "min-isr": opts.min_isr,
-        "unclean": opts.unclean,
-    }
+def make_workload(opts: SimOptions, nodes: list[str]) -> Workload:
+    """The workload `opts` names, with its options."""
+    options = {name: getattr(opts, name) for name in registry.OPTIONS if hasattr(opts, name)}
+    return registry.make(opts.workload, nodes, opts.seed, timeout_s=opts.timeout_ms / 1000, **options)
 
 
 class Simulation:
@@ -161,7 +156,7 @@ class Simulation:
         self.op_log: list[dict[str, Any]] = []
         self.fatal: list[dict[str, Any]] = []
         self.phase = "main"
-        self.main_start = 0  # the main phase starts once the cluster is ready (queue: once the topic is led)
+        self.main_start = 0  # the main phase starts once the cluster is ready (and the workload's setup is done)
         self.main_end = int(opts.time_limit * SECOND)
         self.final_end = 0
         self.node_ids = list(range(1, opts.nodes + 1))
@@ -171,8 +166,8 @@ class Simulation:
             fetch_timeout_ms=opts.fetch_timeout_ms,
             pre_vote=opts.pre_vote,
         )
-        if opts.workload not in ("register", "queue"):
-            raise ValueError(f"unknown workload {opts.workload!r}")
+        self.workload = make_workload(opts, self.names)
+        brokers = self.workload.api == "kafka"
         broker_config = BrokerConfig(
             min_insync_replicas=opts.min_isr,
             unclean_leader_election_enable=opts.unclean,
@@ -182,7 +177,7 @@ class Simulation:
             broker_heartbeat_interval_ms=opts.broker_heartbeat_interval_ms,
             replica_lag_time_max_ms=opts.replica_lag_time_max_ms,
         )
-        self._connection_configs = (config, broker_config if opts.workload == "queue" else None)
+        self._connection_configs = (config, broker_config if brokers else None)
         self._hold_ns: dict[type, int] = {}
         node_rng = stream("nodes", seed)
         self.nodes: dict[int, SimNode] = {}
@@ -190,7 +185,7 @@ class Simulation:
             core_rng = stream("core", seed, i)
 
             def make(i: int = i, core_rng: random.Random = core_rng) -> Any:
-                if opts.workload == "queue":
+                if brokers:
                     return BrokerNode(
                         i,
                         self.node_ids,
@@ -209,42 +204,33 @@ class Simulation:
                 stream("disk", seed, i, node_rng.random()),
                 disk_latency_ms=(1.0 + opts.fsync_delay_ms, 10.0 + opts.fsync_delay_ms),
             )
-        client_rng = stream("clients", seed)
-        self.clients: list[Any]
-        self.acked_max: dict[str, int] = {}
-        if opts.workload == "queue":
-            self.queue_generator = QueueGenerator(stream("workload", seed), opts.partitions)
-            self.clients = [
-                SimQueueClient(self, slot, stream("client", seed, slot, client_rng.random()), self.queue_generator)
-                for slot in range(opts.concurrency)
-            ]
-        else:
-            self.generator = RegisterGenerator(stream("workload", seed), opts.keys, opts.ops_per_key)
-            self.clients = [
-                SimClient(self, slot, stream("client", seed, slot, client_rng.random()), self.generator)
-                for slot in range(opts.concurrency)
-            ]
-        if opts.ops is not None:
-            plans: dict[int, list[dict[str, Any]]] = {c.slot: [] for c in self.clients}
-            for step in sorted(opts.ops, key=lambda s: s["at"]):
-                if step["client"] not in plans:
-                    raise ValueError(f"schedule op for client {step['client']}, but concurrency is {opts.concurrency}")
-                plans[step["client"]].append(step)
-            for c in self.clients:
-                c.plan = plans[c.slot]
-        self._requests: dict[int, SimClient] = {}
+        self.transport = SimTransport(self)
+        # no nemesis thread: the simulator's faults come from the scheduler, at the schedule's times
+        clock = lambda: self.sched.now  # noqa: E731
+        self.core = Core(opts.concurrency, self.recorder, clock, rng=self._rng("interpreter"), nemesis=False)
+        self.interpreter = SimInterpreter(self.core, self.sched, self.transport, self.workload.client)
+        plans: dict[int, list[dict[str, Any]]] = {slot: [] for slot in range(opts.concurrency)}
+        for i, step in enumerate(sorted(opts.ops or [], key=lambda s: s["at"])):
+            if step["client"] not in plans:
+                raise ValueError(f"schedule op for client {step['client']}, but concurrency is {opts.concurrency}")
+            plans[step["client"]].append({"seq": i, **step})
+        self.plans = plans if opts.ops is not None else None
+        self._requests: dict[int, Any] = {}
         self._next_request = 0
-        self.nemesis_rng = stream("nemesis-run", seed)
         self.schedule = (
             opts.schedule
             if opts.schedule is not None
             else generate(seed, self.names, opts.nemeses, opts.time_limit, opts.interval, opts.partition_kinds)
         )
-        self.killed: set[int] = set()
-        self.paused_nodes: set[int] = set()
+        self.faults = SimFaults(self.nodes.values(), self.net, self.sched, seed)
+        self.nemesis = NemesisInterpreter(self.faults, self.names, stream("nemesis-run", seed))
 
     # ------------------------------------------------------------------ plumbing used by nodes/clients
-    def new_request(self, client: SimClient) -> int:
+    def _rng(self, name: str) -> random.Random:
+        return stream(name, self.opts.seed)
+
+    def new_request(self, client: Any) -> int:
+        """A request id; the node's reply (or its closing the request) goes to `client`."""
         self._next_request += 1
         self._requests[self._next_request] = client
         return self._next_request
@@ -268,10 +254,6 @@ class Simulation:
         if client is not None:
             client.closed(effect.request_id)
 
-    def note_ack(self, key: str | None, offset: int) -> None:
-        if key is not None and offset > self.acked_max.get(key, -1):
-            self.acked_max[key] = offset
-
     def node_event(self, node: SimNode, data: dict[str, Any]) -> None:
         self.events.append(data)
 
@@ -288,70 +270,17 @@ class Simulation:
         return best
 
     # ------------------------------------------------------------------ nemesis
-    def _resolve(self, spec: Any) -> list[SimNode]:
-        if spec == "leader":
-            leader = self.leader()
-            return [leader] if leader is not None else []
-        return [self.nodes[int(name[1:])] for name in spec]
-
-    def _nemesis(self, event: dict[str, Any]) -> None:
-        f = event["f"]
-        value = event["value"]
-        recorded: Any = value
-        if f == "start-partition":
-            if value.get("kind") == "leader":
-                leader = self.leader()
-                grudge = partitions.make("leader", self.names, self.nemesis_rng, leader.name if leader else None)
-            else:
-                grudge = value["grudge"]
-            self.net.partition(grudge)
-            recorded = {k: v for k, v in grudge.items() if v}
-        elif f == "stop-partition":
-            self.net.heal()
-        elif f == "kill":
-            victims = self._resolve(value)
-            for n in victims:
-                n.crash()
-                self.killed.add(n.id)
-            recorded = [n.name for n in victims]
-        elif f == "start":
-            recorded = [self.nodes[i].name for i in sorted(self.killed)]
-            for i in sorted(self.killed):
-                self.nodes[i].restart()
-            self.killed.clear()
-        elif f == "pause":
-            victims = self._resolve(value)
-            for n in victims:
-                n.pause()
-                self.paused_nodes.add(n.id)
-            recorded = [n.name for n in victims]
-        elif f == "resume":
-            recorded = [self.nodes[i].name for i in sorted(self.paused_nodes)]
-            for i in sorted(self.paused_nodes):
-                self.nodes[i].resume()
-            self.paused_nodes.clear()
-        elif f == "bump-clock":
-            for name, change in value.items():
-                node = self.nodes[int(name[1:])]
-                node.clock_offset += int(change["delta-ms"]) * MS
-                node.drift_ppm = int(change.get("drift-ppm", 0))
-                node.clock_changed()
-        elif f == "reset-clock":
-            recorded = []
-            for node in self.nodes.values():
-                if node.clock_offset or node.drift_ppm:
-                    recorded.append(node.name)
-                    # stepping back to true time: the local clock may jump backwards, as with ntpdate
-                    node.clock_offset = 0
-                    node.drift_ppm = 0
-                    node.clock_changed()
-        else:
-            raise ValueError(f"unknown nemesis op {f!r}")
-        self.recorder.record("nemesis", "info", f, recorded)
+    def _fault(self, event: dict[str, Any]) -> None:
+        """Apply a schedule event (harness.nemesis.interpreter) and record it in the history."""
+        leader = self.leader() if self.nemesis.needs_leader(event) else None
+        applied = self.nemesis.apply(event, leader.name if leader is not None else None)
+        self.recorder.record("nemesis", "info", event["f"], applied.recorded)
 
     def _heal_all(self) -> None:
-        for f in ("stop-partition", "resume", "start", "reset-clock"):
-            self._nemesis({"f": f, "value": None})
+        """Heal every fault package (each recorded, even with nothing to heal) and any other fault in force."""
+        packages = {*ALL, *self.opts.nemeses, *(e["package"] for e in self.schedule if "package" in e)}
+        for event in self.nemesis.heal_events(packages):
+            self._fault(event)
 
     # ------------------------------------------------------------------ running
     def run(self) -> SimResult:
@@ -360,20 +289,20 @@ class Simulation:
         for node in self.nodes.values():
             node.start()
         self.main_start = 0
-        if opts.workload == "queue" or opts.start == "ready":
+        setup = self.workload.setup()
+        if opts.start == "ready" or setup is not None:
             self.phase = "setup"
-            if opts.workload == "queue":
-                self._setup_topic()
-            else:
-                self._await_leader()
+            self._await_leader()
+            if setup is not None:
+                self._setup(setup)
             self.phase = "main"
             self.main_start = self.sched.now
             self.main_end = self.main_start + int(opts.time_limit * SECOND)
         for event in self.schedule:
             if event["at"] < int(opts.time_limit * SECOND):
-                self.sched.at(self.main_start + event["at"], self._nemesis, event)
-        for client in self.clients:
-            client.start()
+                self.sched.at(self.main_start + event["at"], self._fault, event)
+        self.core.ops_origin = self.main_start
+        self.interpreter.start(self._main_generator())
         self.sched.run_until(self.main_end)
 
         self.phase = "recover"
@@ -383,25 +312,21 @@ class Simulation:
         self.phase = "final"
         start_final = self.sched.now
         self.final_end = start_final + int(opts.final * SECOND)
-        if opts.workload == "queue":
-            keys = list(self.queue_generator.keys)
-        else:
-            keys = sorted({step["key"] for step in self.op_log}, key=lambda k: (len(k), k))
-        for i, key in enumerate(keys):
-            self.clients[i % len(self.clients)].final_keys.append(key)
-        for client in self.clients:
-            client.next_op()
-        self.sched.run_until(
-            self.final_end,
-            stop=lambda: all(c.done or (not c.final_keys and c.current is None) for c in self.clients),
-        )
+        limit = int(opts.time_limit * SECOND)
+        self.op_log = sorted((o for o in self.core.ops if o["at"] < limit), key=lambda o: o["at"])
+        keys = sorted({step["key"] for step in self.op_log if step["key"] is not None}, key=lambda k: (len(k), k))
+        final = self.workload.final(keys, opts.concurrency)
+        self.core.rng = self._rng("interpreter-final")  # the same whether the main phase followed a plan or not
+        self.interpreter.start(gen.clients(gen.time_limit(opts.final, final)) if final is not None else None)
+        self.sched.run_until(self.final_end, stop=lambda: self.core.finished)
         # let operations still in flight complete or time out, so the history has no loose ends
         self.phase = "done"
         self.sched.run_until(self.sched.now + (opts.timeout_ms + 10) * MS)
-        unread = [k for c in self.clients for k in c.final_keys]
+        read = {op.key for op in self.recorder.ops if op.time >= start_final and op.type == "ok"}
+        unread = [k for k in keys if k not in read]
 
         logs = self._dump_logs()
-        self.partition_dumps = self.partition_logs() if opts.workload == "queue" else {}
+        self.partition_dumps = self.partition_logs()
         wall = time.perf_counter() - started
         virtual = self.sched.now / SECOND
         invariants = self.invariants.result()
@@ -423,7 +348,18 @@ class Simulation:
             "history-sha256": self.recorder.digest(),
         }
         self.recorder.close()
-        return SimResult(self.recorder, self.events, logs, invariants, self.schedule, self.op_log, stats)
+        return SimResult(
+            self.recorder, self.events, logs, invariants, self.schedule, self.op_log, stats, self.workload.options()
+        )
+
+    def _main_generator(self) -> gen.Generator:
+        """The clients' main phase: the workload's operations at the runner's rate, or a stored plan."""
+        opts = self.opts
+        if self.plans is None:
+            return client_phase(self.workload, opts.time_limit, opts.rate)
+        limit = int(opts.time_limit * SECOND)
+        lanes = {slot: [step for step in steps if step["at"] < limit] for slot, steps in self.plans.items()}
+        return gen.clients(gen.plan(lanes, opts.time_limit))
 
     def _await_leader(self) -> None:
         """Run until a leader is known to every node in its epoch (when a real run's main phase starts)."""
@@ -441,14 +377,17 @@ class Simulation:
             for n in self.nodes.values()
         )
 
-    def _setup_topic(self) -> None:
-        """Create the topic and wait until every partition has a leader (not part of the history)."""
-        opts = self.opts
-        setup = _TopicSetup(self)
-        setup.step()
-        self.sched.run_until(self.sched.now + 120 * SECOND, stop=lambda: setup.done)
-        if not setup.done:
-            raise RuntimeError(f"could not create topic {TOPIC!r} with {opts.partitions} partitions in 120 s")
+    def _setup(self, setup: gen.Generator) -> None:
+        """Run the workload's setup on clients of its own (its operations are not part of the history)."""
+        clock = lambda: self.sched.now  # noqa: E731
+        core = Core(self.opts.concurrency, Recorder(clock), clock, nemesis=False)
+        SimInterpreter(core, self.sched, self.transport, self.workload.client).start(gen.clients(setup))
+        self.sched.run_until(self.sched.now + int(SETUP_WITHIN_SECONDS * SECOND), stop=lambda: core.finished)
+        if not core.finished:
+            why = getattr(self.workload, "setup_error", "")
+            raise RuntimeError(
+                f"the {self.workload.name} workload's setup did not finish in {SETUP_WITHIN_SECONDS:g} s: {why}"
+            )
 
     def partition_logs(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
         """Each live broker's committed partition batches: {partition: {node: [{offset, epoch, digest}]}}."""
@@ -484,59 +423,3 @@ class Simulation:
                 for r in raft.log_records(0, raft.high_watermark)
             ]
         return logs
-
-
-class _TopicSetup:
-    """Creates the queue workload's topic through any node, then polls metadata until it is led."""
-
-    def __init__(self, sim: Simulation) -> None:
-        self.sim = sim
-        self.created = False
-        self.done = False
-        self.attempt = 0
-        self.name = "setup"
-
-    def step(self) -> None:
-        if self.done:
-            return
-        sim = self.sim
-        opts = sim.opts
-        node = sim.nodes[sim.node_ids[self.attempt % len(sim.node_ids)]]
-        self.attempt += 1
-        rid = sim.new_request(self)
-        if not self.created:
-            configs = (
-                ("min.insync.replicas", str(opts.min_isr)),
-                ("unclean.leader.election.enable", "true" if opts.unclean else "false"),
-            )
-            topic = NewTopic(TOPIC, opts.partitions, opts.replication_factor, configs=configs)
-            request: Any = CreateTopicsRequest((topic,), timeout_ms=5000)
-            sim.net.send(
-                self.name, node.name, node.client_call, self, rid, "create_topics", request, partitionable=False
-            )
-        else:
-            sim.net.send(
-                self.name,
-                node.name,
-                node.client_call,
-                self,
-                rid,
-                "metadata",
-                MetadataRequest((TOPIC,)),
-                partitionable=False,
-            )
-        sim.sched.after(300 * MS, self.step)
-
-    def reply(self, request_id: int, effect: Any, node_name: str) -> None:
-        response = effect.response
-        if isinstance(response, CreateTopicsResponse):
-            if response.topics and int(response.topics[0].error) in (0, 36):  # NONE, TOPIC_ALREADY_EXISTS
-                self.created = True
-        elif isinstance(response, MetadataResponse):
-            for topic in response.topics:
-                complete = topic.name == TOPIC and len(topic.partitions) == self.sim.opts.partitions
-                if complete and all(p.leader is not None and p.leader >= 0 for p in topic.partitions):
-                    self.done = True
-
-    def closed(self, request_id: int) -> None:
-        pass

@@ -16,6 +16,9 @@ on that link (one connection, in order). It is lost only when the connection is
 given up first: the sender's request timeout for that connection (`hold`), or a
 crash at either end. With `tcp=False` a message that meets a partition is lost at
 once (datagram links: how runs stored before TCP-like links were simulated).
+
+Packet faults (`shaping`, `harness.sim.packets`) add loss, delay, duplication and
+reordering to node-to-node messages on the links they cover.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.sim.engine import MS, SECOND, Scheduler
+from harness.sim.packets import Shaping
 from harness.streams import stream
 
 RTO_MIN = 200 * MS  # Linux's TCP_RTO_MIN: the first retransmission on a low-latency link
@@ -59,11 +63,14 @@ class Network:
         self.loss = loss
         self.tcp = tcp
         self.grudge: dict[str, frozenset[str]] = {}
+        self.shaping: Shaping | None = None
         self._last: dict[tuple[str, str], int] = {}
         self._held: dict[tuple[str, str], _Held] = {}
         self.sent = 0
         self.dropped = 0
         self.retransmitted = 0
+        self.shaped = 0  # messages that met a packet fault
+        self.duplicated = 0
 
     def partition(self, grudge: dict[str, list[str]]) -> None:
         self.grudge = {dst: frozenset(srcs) for dst, srcs in grudge.items() if srcs}
@@ -99,11 +106,24 @@ class Network:
             return
         lo, hi = self.latency
         when = self.sched.now + lo + int(rng.random() * (hi - lo))
+        give_up = self.sched.now + hold if self.tcp and partitionable else 0
+        if self.shaping is not None and partitionable and self.shaping.applies(src, dst):
+            fate = self.shaping.fate(self.tcp)
+            self.shaped += 1
+            if fate.lost:
+                self.dropped += 1
+                return
+            if fate.duplicate is not None:
+                self.duplicated += 1
+                self.sched.at(when + fate.duplicate, self._arrive, src, dst, deliver, args, partitionable, give_up)
+            if fate.skip_queue:
+                self.sched.at(when, self._arrive, src, dst, deliver, args, partitionable, give_up)
+                return
+            when += fate.delay
         last = self._last.get(link, 0)
         if when <= last:
             when = last + 1
         self._last[link] = when
-        give_up = self.sched.now + hold if self.tcp and partitionable else 0
         self.sched.at(when, self._arrive, src, dst, deliver, args, partitionable, give_up)
 
     def _arrive(

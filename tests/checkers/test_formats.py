@@ -154,3 +154,50 @@ def test_jsonl_edn_round_trip(rows: list[dict]) -> None:
 def test_edn_export_is_knossos_shaped() -> None:
     op = Op(index=0, type="invoke", process=3, f="cas", value=[1, 4], time=12, key="r1")
     assert formats.op_to_edn(op) == '{:index 0, :time 12, :type :invoke, :process 3, :f :cas, :key "r1", :value [1 4]}'
+
+
+@given(
+    st.one_of(
+        st.just("nil"),
+        st.integers(-(10**20), 10**20).map(str),
+        st.tuples(st.integers(-99, 99), st.integers(-99, 99), st.sampled_from([" ", ", ", "  "])).map(
+            lambda t: f"[{t[0]}{t[2]}{t[1]}]"
+        ),
+        st.from_regex(r":[a-z][a-z0-9\-?!*.]{0,12}", fullmatch=True),
+        st.sampled_from(["[1 2 3]", "{:a 1}", '"text"', ":a/b", "[nil 1]", "#{1 2}", "1.5", "007", "+5"]),
+    )
+)
+def test_log_values_read_as_edn(text: str) -> None:
+    """The Jepsen log fast path reads every value exactly as the EDN reader does."""
+    from checkers.formats import _log_value, _plain
+
+    assert _log_value(text, "x") == _plain(edn.loads(text, "x"))
+
+
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "process": st.integers(0, 60),
+                "type": st.sampled_from([":invoke", ":ok", ":fail", ":info"]),
+                "f": st.sampled_from([":get", ":put", ":append"]),
+                "key": st.text("0123456789", min_size=1, max_size=2).map(lambda k: f'"{k}"'),
+                "value": st.one_of(
+                    st.just("nil"), st.integers(-5, 5).map(str), st.text('xy 0\\"', max_size=6).map(edn.dumps)
+                ),
+            }
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_flat_edn_lines_read_as_the_reader_does(maps: list[dict[str, str]]) -> None:
+    """Porcupine-style files (one flat map per line) give the same ops on the fast path as through the reader."""
+    lines = ["{" + ", ".join(f":{k} {v}" for k, v in m.items()) + "}" for m in maps]
+    text = "\n".join(lines) + "\n"
+    fast = edn.read_flat_lines(text)
+    assert fast is not None
+    slow = list(edn.read_elements("[" + text + "]"))
+    assert [({str(k): v for k, v in d.items()}) for d, _ in fast] == [
+        {str(k): formats._plain(v) for k, v in d.items()} for d, _ in slow
+    ]

@@ -121,6 +121,7 @@ def test_failing_key_from_queue_and_partition_log_anomalies() -> None:
 def test_a_queue_schedule_without_ops_still_runs() -> None:
     """Shrink's "drop every operation" candidate: the final drain alone must give a valid (observed) run."""
     doc = {
+        "format": 2,
         "workload": "queue",
         "seed": 3,
         "nodes": 3,

@@ -81,3 +81,10 @@ def test_local_partition_needs_root_says_so(tmp_path: Path, monkeypatch: pytest.
     assert "partitions on the local backend need root" in problem
     args = build_parser().parse_args(["test", "--backend", "local", "--nemesis", "kill,pause,clock"])
     assert _validate(args) is None
+
+
+def test_local_packet_faults_are_refused_naming_the_option(tmp_path: Path) -> None:
+    """Local nodes share lo: packet faults would shape every process on the machine, so the test is refused."""
+    r = realtest.kraftwerk_test(tmp_path, "--backend", "local", "--nemesis", "kill,packet", "--time-limit", "5")
+    assert r.returncode == 254
+    assert "--backend local --nemesis packet" in r.stderr

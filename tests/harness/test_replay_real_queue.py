@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -20,10 +19,9 @@ from harness.commands.replay import replay_spec
 from harness.recorder import Recorder
 from harness.replay_real import Plan, first_partition_leaders, load_plan, renaming, replay_generator
 from harness.runner.interpreter import Applied, Interpreter, monotonic_clock
-from harness.runner.queue_workload import QueueClient, QueueWorkload
-from nodes.kafka import protocol as kp
-from nodes.kafka.records import build_batch, encode_batch, iter_batches
 from tests.harness.runner import realtest
+from workloads import queue as q
+from workloads.protocol import Answer, Reply, Request
 
 MS = 1_000_000
 S = 1_000_000_000
@@ -221,42 +219,30 @@ def test_register_ops_still_need_a_node_and_other_workloads_are_refused(tmp_path
         load_plan(run)
 
 
-class FakeBrokerClient(QueueClient):
-    """The real queue client against an in-memory broker (every partition led by n1): Produce appends,
-    Fetch returns the records from the requested offset; every request is noted in `calls`."""
+class FakeBroker:
+    """A connection to an in-memory broker (every partition led by n1), at the queue bodies' level:
+    Produce appends, Fetch returns the records from the requested offset; every request is noted in `calls`."""
 
-    def __init__(self, workload: QueueWorkload, process: int, logs: dict[int, list[int]], calls: list[Any]) -> None:
-        super().__init__(workload, process, random.Random(process))
-        self.process, self.logs, self.calls = process, logs, calls
+    def __init__(self, logs: dict[int, list[int]], calls: list[Any]) -> None:
+        self.logs, self.calls = logs, calls
 
-    async def _leader(self, key: str, deadline: float) -> str | None:
-        return "n1"
+    async def call(self, request: Request) -> Answer:
+        body = request.body
+        if isinstance(body, q.Metadata):
+            return Reply(q.MetadataReply(tuple(q.PartitionInfo(p, "n1", 3) for p in range(2))))
+        if isinstance(body, q.Produce):
+            log = self.logs.setdefault(body.partition, [])
+            log.append(int(body.value))
+            self.calls.append(("produce", body.partition, log[-1:]))
+            return Reply(q.Produced(0, "none", len(log) - 1))
+        assert isinstance(body, q.Fetch)
+        log = self.logs.get(body.partition, [])
+        self.calls.append(("fetch", body.partition, body.offset))
+        records = tuple((off, str(v).encode()) for off, v in enumerate(log) if off >= body.offset)
+        return Reply(q.Fetched(0, "none", len(log), records))
 
-    async def _call(self, node: str, api: int, version: int, request: Any, deadline: float) -> Any:
-        if api == kp.ApiKey.PRODUCE:
-            part = request.topic_data[0].partition_data[0]
-            log = self.logs.setdefault(part.index, [])
-            base = len(log)
-            for batch in iter_batches(part.records):
-                for _offset, _ts, _key, data, _headers in batch.entries():
-                    log.append(int(data))
-            self.calls.append((self.process, "produce", part.index, log[base:]))
-            response = kp.PartitionProduceResponse(index=part.index, error_code=0, base_offset=base, record_errors=[])
-            topic = kp.TopicProduceResponse(name="t0", partition_responses=[response])
-            return kp.ProduceResponse(responses=[topic], throttle_time_ms=0).encode(version)
-        part = request.topics[0].partitions[0]
-        log = self.logs.get(part.partition, [])
-        self.calls.append((self.process, "fetch", part.partition, part.fetch_offset))
-        records = b"".join(
-            encode_batch(build_batch([(None, str(v).encode())], base_offset=off))
-            for off, v in enumerate(log)
-            if off >= part.fetch_offset
-        )
-        answer = kp.FetchResponsePartition(
-            partition_index=part.partition, error_code=0, high_watermark=len(log), records=records
-        )
-        topic = kp.FetchResponseTopic(topic="t0", partitions=[answer])
-        return kp.FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=[topic]).encode(version)
+    async def close(self) -> None:
+        pass
 
 
 def test_the_queue_client_executes_the_stored_ops(tmp_path: Path) -> None:
@@ -277,7 +263,7 @@ def test_the_queue_client_executes_the_stored_ops(tmp_path: Path) -> None:
         op(140, 1, "send", "t0-0", 7),
     ]
     plan = Plan(Path("."), "sim", "queue", 1, 3, 2, 0.4, [], [], [], ops)
-    workload = QueueWorkload({"n1": ("127.0.0.1", 1)}, seed=1, partitions=2)
+    workload = q.QueueWorkload(["n1"], seed=1, partitions=2)
     logs: dict[int, list[int]] = {}
     calls: list[Any] = []
     clock = monotonic_clock()
@@ -286,7 +272,7 @@ def test_the_queue_client_executes_the_stored_ops(tmp_path: Path) -> None:
         return Applied(o["value"], o["value"])
 
     rec = Recorder(clock, tmp_path / "h.jsonl")
-    interp = Interpreter(2, lambda t, p: FakeBrokerClient(workload, p, logs, calls), nemesis, rec, clock)
+    interp = Interpreter(2, workload.client, nemesis, rec, clock, transport=lambda: FakeBroker(logs, calls))
 
     async def go() -> None:
         try:
@@ -296,7 +282,7 @@ def test_the_queue_client_executes_the_stored_ops(tmp_path: Path) -> None:
 
     asyncio.run(go())
     assert logs == {1: [41, 42, 43], 0: [7]}  # the stored values, on the stored partitions
-    assert [c for c in calls if c[1] == "fetch"] == [(0, "fetch", 1, 0), (0, "fetch", 1, 2)]
+    assert [c for c in calls if c[0] == "fetch"] == [("fetch", 1, 0), ("fetch", 1, 2)]  # only t0-0's poll fails
     done = [(o.process, o.f, o.key, o.type, o.value) for o in rec.ops if o.type != "invoke"]
     assert (0, "poll", "t0-1", "ok", [[0, 41], [1, 42]]) in done
     assert (0, "poll", "t0-1", "ok", [[2, 43]]) in done

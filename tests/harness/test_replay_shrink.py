@@ -69,6 +69,27 @@ def test_replay_rejects_non_runs(tmp_path: Path) -> None:
     assert run_replay(argparse.Namespace(run_dir=str(tmp_path), times=1)) == 254
 
 
+@pytest.mark.parametrize("version", [1, None])
+def test_replay_and_shrink_refuse_an_older_schedule_format_naming_it(
+    stale_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], version: int | None
+) -> None:
+    """Format 1 runs were simulated with the older clients: refused (exit 254), not replayed differently."""
+    old = tmp_path / "old"
+    old.mkdir()
+    for name in ("test.json", "history.jsonl"):
+        (old / name).write_bytes((stale_run / name).read_bytes())
+    doc = json.loads((stale_run / "schedule.json").read_text())
+    assert doc["format"] == 2
+    doc.pop("format") if version is None else doc.update(format=version)
+    (old / "schedule.json").write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert run_replay(argparse.Namespace(run_dir=str(old), times=1)) == 254
+    assert "schedule.json is format 1" in capsys.readouterr().err
+    shrink = argparse.Namespace(run_dir=str(old), budget="10s", quiet=True, robust=1, observable=False)
+    assert run_shrink(shrink) == 254
+    assert "schedule.json is format 1" in capsys.readouterr().err
+
+
 def test_shrink_to_a_minimal_schedule_and_regression_test(stale_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run_shrink(argparse.Namespace(run_dir=str(stale_run), budget="180s", quiet=True)) == 1
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -270,6 +291,23 @@ def test_build_restricts_to_fewer_nodes_and_renumbers_clients() -> None:
     assert opts.ops == [{**ops[0], "client": 0, "node": "n2"}] and opts.concurrency == 1 and opts.nodes == 3
 
 
+def test_packet_faults_pair_with_their_stop_and_keep_only_the_kept_nodes() -> None:
+    shaped = {"behaviours": {"loss": {"percent": 10}}, "nodes": ["n2", "n5"]}
+    events = [
+        {"at": 1, "package": "packet", "f": "start-packet", "value": shaped},
+        {"at": 2, "package": "packet", "f": "stop-packet", "value": None},
+        {"at": 3, "package": "packet", "f": "start-packet", "value": {**shaped, "nodes": ["n5"]}},
+    ]
+    groups = fault_groups(events)
+    assert [[e["f"] for e in g] for g in groups] == [["start-packet", "stop-packet"], ["start-packet"]]
+    ops = [{"at": 5, "client": 0, "f": "read", "key": "r1", "value": None, "node": "n1"}]
+    opts = build(SimOptions(), groups, ops, 3, 10.0)
+    assert [(e["f"], e["value"]) for e in opts.schedule or []] == [
+        ("start-packet", {**shaped, "nodes": ["n2"]}),
+        ("stop-packet", None),
+    ]
+
+
 def test_budget_parsing() -> None:
     assert parse_budget("90s") == 90 and parse_budget("5m") == 300 and parse_budget("2") == 2
     with pytest.raises(ValueError):
@@ -280,7 +318,7 @@ def test_schedule_without_ops_is_rejected() -> None:
     from checkers.errors import InputError
 
     with pytest.raises(InputError, match="ops"):
-        options_from_schedule({"seed": 1, "nodes": 3, "concurrency": 1, "time-limit": 1, "nemesis": []})
+        options_from_schedule({"format": 2, "seed": 1, "nodes": 3, "concurrency": 1, "time-limit": 1, "nemesis": []})
 
 
 def test_schedules_store_their_links_and_older_ones_replay_with_datagram_links(stale_run: Path) -> None:
@@ -345,7 +383,7 @@ def test_observable_explore_and_shrink_keep_an_anomaly_a_real_cluster_can_see(
     assert "only simulator invariants" in capsys.readouterr().err
     run = (tmp_path / "observable" / "latest").resolve()
     assert set(json.loads((run / "results.json").read_text())["anomaly-types"]) - set(NAMES)
-    assert run_shrink(argparse.Namespace(run_dir=str(run), budget="30s", quiet=True, observable=True)) == 1
+    assert run_shrink(argparse.Namespace(run_dir=str(run), budget="60s", quiet=True, observable=True)) == 1
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["observable"] is True and summary["anomaly-class"]
     assert not set(summary["anomaly-class"]) & set(NAMES)

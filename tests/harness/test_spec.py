@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from checkers.queue import ANOMALY_TYPES
 from harness.cli import build_parser
 from harness.nemesis.partitions import KINDS
-from harness.nemesis.schedule import PACKAGES
+from harness.nemesis.schedule import ALL, PACKAGES
 from harness.spec import ACKS, BACKENDS, WORKLOADS, SpecError, TestSpec
 from harness.streams import STREAMS, stream
 from nodes.raft.bugs import ALL_BUGS
@@ -80,7 +80,7 @@ def test_test_json_keeps_its_keys() -> None:
         "bugs",
         "check-time-limit",
     ]
-    assert doc["name"] == "register-sim" and doc["nemesis"] == list(PACKAGES) and doc["bugs"] == ["stale-read"]
+    assert doc["name"] == "register-sim" and doc["nemesis"] == list(ALL) and doc["bugs"] == ["stale-read"]
     queue = TestSpec(workload="queue", backend="docker", partition_kinds=("leader",), lose_unsynced=True).to_json()
     for key in ("acks", "min-isr", "replication-factor", "partitions", "unclean", "allow", "partition-kinds"):
         assert key in queue
@@ -141,3 +141,19 @@ def test_streams_keep_their_seed_strings() -> None:
     with pytest.raises(KeyError, match="unknown random stream"):
         stream("nemesis-typo", 42)
     assert "nemesis" in STREAMS
+
+
+def test_the_streams_main_added_keep_their_seed_strings() -> None:
+    """packets, interpreter, interpreter-final, setup, transport: the strings the simulator and runner used."""
+    for name in ("packets", "interpreter", "interpreter-final", "setup", "transport", "nemesis-run"):
+        assert stream(name, 9).random() == random.Random(f"{name}-9").random()
+
+
+def test_workloads_draw_the_workload_and_client_streams() -> None:
+    """workloads/ may not import harness, so they seed these streams themselves: with the same keys."""
+    from workloads import registry
+
+    for name in ("register", "queue"):
+        w = registry.make(name, ["n1", "n2", "n3"], 42)
+        assert w.ops.rng.random() == stream("workload", 42).random()  # type: ignore[attr-defined]
+        assert w.client(3, 13).rng.random() == stream("client", 42, 3, 13).random()  # type: ignore[attr-defined]

@@ -9,6 +9,7 @@ import pytest
 
 from checkers import formats
 from checkers.errors import InputError
+from checkers.history import from_dicts
 from checkers.linearizable import check
 from checkers.linearizable.timeline import write_timeline
 from tests.checkers.helpers import h
@@ -71,6 +72,30 @@ def test_unobserved_crashed_writes_are_pruned() -> None:
     assert result["stats"]["pruned"] == 30
 
 
+def test_append_reads_refute_early_only_without_a_put_before() -> None:
+    """A read of a string the state cannot grow into ends a branch, unless a put may still come first."""
+    # a read concurrent with 16 appends that shows none of them: refuted at once, not after 16! orders
+    rows = [(99, "invoke", "get", None)]
+    rows += [(p, "invoke", "append", f"<{p}>") for p in range(16)]
+    rows += [(p, "ok", "append", f"<{p}>") for p in range(16)]
+    rows += [(99, "ok", "get", "zzz")]
+    result = check(h(*rows), "kv-append", time_limit=10)
+    assert result["valid"] is False
+    assert result["stats"]["steps"] < 10_000
+    # a put invoked before the read returns may reset the string: "x" + "b" is then fine
+    ok = h(
+        (0, "invoke", "append", "a"),
+        (0, "ok", "append", "a"),
+        (1, "invoke", "put", "x"),
+        (2, "invoke", "append", "b"),
+        (2, "ok", "append", "b"),
+        (3, "invoke", "get", None),
+        (3, "ok", "get", "xb"),
+        (1, "ok", "put", "x"),
+    )
+    assert check(ok, "kv-append")["valid"] is True
+
+
 def test_identical_crashed_ops_are_cheap() -> None:
     # 40 crashed writes of the same two values: without the twin reduction this is 2^40 subsets
     rows = [(p, t, "write", p % 2) for p in range(40) for t in ("invoke", "info")]
@@ -97,8 +122,11 @@ def test_unknown_model() -> None:
 
 
 def _expensive_and_bad() -> list[tuple]:
-    """Key "hard": 14 concurrent crashed appends + reads that defeat the memo; key "bad": refuted at once."""
-    rows: list[tuple] = []
+    """Key "hard": 14 concurrent crashed appends + reads that defeat the memo; key "bad": refuted at once.
+
+    The crashed put keeps "hard" from being refuted by the reads alone (a put may reset the string).
+    """
+    rows: list[tuple] = [(99, "invoke", "put", "p", "hard")]
     for p in range(14):
         rows.append((p, "invoke", "append", f"<{p}>", "hard"))
     for p in range(14):
@@ -135,7 +163,11 @@ def test_time_limit_gives_unknown() -> None:
     assert result["unknown-keys"] == [{"key": "hard", "cause": "timeout"}]
 
 
-def test_forked_jobs_agree_with_one_process() -> None:
+def test_forked_jobs_agree_with_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    check_module = importlib.import_module("checkers.linearizable.check")
+    monkeypatch.setattr(check_module, "PARALLEL_MIN_OPS", 1)  # fork even for small histories
     history = formats.load(HISTORIES / "porcupine/test_data/kv/c10-bad.txt")
     one = check(history, "kv-append")
     two = check(history, "kv-append", jobs=2)
@@ -174,3 +206,38 @@ def test_multi_register() -> None:
     history = formats.load(HISTORIES / "knossos/data/multi-register/good/multi-register.edn")
     assert check(history, "multi-register", {"x": 0, "y": 0})["valid"] is True
     assert check(history, "multi-register", {"x": 5, "y": 5})["valid"] is False
+
+
+def test_cas_mismatch_catches_a_stale_compare() -> None:
+    """write 1 completes, then a cas [1, 2] fails with cas-mismatch: only the opt-in sees the stale compare."""
+    rows = [
+        {"process": 0, "type": "invoke", "f": "write", "value": 1},
+        {"process": 0, "type": "ok", "f": "write", "value": 1},
+        {"process": 1, "type": "invoke", "f": "cas", "value": [1, 2]},
+        {"process": 1, "type": "fail", "f": "cas", "value": [1, 2], "error": "cas-mismatch"},
+        {"process": 0, "type": "invoke", "f": "read", "value": None},
+        {"process": 0, "type": "ok", "f": "read", "value": 1},
+    ]
+    assert check(from_dicts(rows), "cas-register")["valid"] is True
+    result = check(from_dicts(rows), "cas-register", cas_mismatch=True)
+    assert result["valid"] is False
+    assert "cas-mismatch" in result["failure"]["summary"] or any(
+        "cas-mismatch" in p["why"] for p in result["failure"]["pending"]
+    )
+    unmarked = [{k: v for k, v in r.items() if k != "error"} for r in rows]
+    assert check(from_dicts(unmarked), "cas-register", cas_mismatch=True)["valid"] is True
+
+
+def test_cas_mismatch_keeps_unobserved_crashed_writes() -> None:
+    """A crashed write nobody read can explain a compare failure, so it is not pruned."""
+    rows = [
+        {"process": 0, "type": "invoke", "f": "write", "value": 1},
+        {"process": 0, "type": "ok", "f": "write", "value": 1},
+        {"process": 2, "type": "invoke", "f": "write", "value": 5},
+        {"process": 1, "type": "invoke", "f": "cas", "value": [1, 2]},
+        {"process": 1, "type": "fail", "f": "cas", "value": [1, 2], "error": "cas-mismatch"},
+        {"process": 2, "type": "info", "f": "write", "value": 5},
+    ]
+    assert check(from_dicts(rows), "cas-register", cas_mismatch=True)["valid"] is True
+    without = [r for r in rows if r["process"] != 2]
+    assert check(from_dicts(without), "cas-register", cas_mismatch=True)["valid"] is False

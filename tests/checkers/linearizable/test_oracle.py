@@ -38,8 +38,8 @@ def _step(model: str, state: Any, f: str, value: Any, crashed: bool) -> tuple[bo
 
 def oracle(model: str, ops: list[dict[str, Any]], initial: Any) -> bool:
     """Does some subset of crashed ops plus all ok ops have a legal order respecting real time?"""
-    live = [o for o in ops if o["type"] in ("ok", "info")]
-    must = frozenset(i for i, o in enumerate(live) if o["type"] == "ok")
+    live = [o for o in ops if o["type"] in ("ok", "info") or o.get("mismatch")]
+    must = frozenset(i for i, o in enumerate(live) if o["type"] == "ok" or o.get("mismatch"))
 
     def rec(done: frozenset[int], state: Any) -> bool:
         if must <= done:
@@ -50,7 +50,10 @@ def oracle(model: str, ops: list[dict[str, Any]], initial: Any) -> bool:
             # o can go next only if no other pending op must precede it in real time
             if any(j not in done and j != i and live[j]["ret"] < o["call"] for j in range(len(live))):
                 continue
-            ok, nxt = _step(model, state, o["f"], o["value"], o["type"] == "info")
+            if o.get("mismatch"):  # a compare that failed: the register held something else
+                ok, nxt = state != o["value"][0], state
+            else:
+                ok, nxt = _step(model, state, o["f"], o["value"], o["type"] == "info")
             if ok and rec(done | {i}, nxt):
                 return True
         return False
@@ -161,6 +164,7 @@ def plans(draw: st.DrawFn, model: str) -> tuple[list[dict[str, Any]], list[dict[
                 "type": "info" if p["never_completes"] else typ,
                 "call": pos[p["k"]]["call"],
                 "ret": pos[p["k"]].get("ret", 1 << 30) if typ == "ok" else 1 << 30,
+                "done": pos[p["k"]].get("ret"),
             }
         )
     return rows, oracle_ops
@@ -169,11 +173,11 @@ def plans(draw: st.DrawFn, model: str) -> tuple[list[dict[str, Any]], list[dict[
 INITIAL = {"cas-register": None, "kv-append": "", "mutex": False}
 
 
-def _agree(model: str, plan: tuple[list[dict[str, Any]], list[dict[str, Any]]]) -> None:
+def _agree(model: str, plan: tuple[list[dict[str, Any]], list[dict[str, Any]]], cas_mismatch: bool = False) -> None:
     rows, ops = plan
     history = from_dicts(rows)
     expected = oracle(model, ops, INITIAL[model])
-    result = check(history, model)
+    result = check(history, model, cas_mismatch=cas_mismatch)
     assert result["valid"] is expected, (result, rows)
     if not expected:
         assert result["failure"]["summary"]
@@ -182,6 +186,37 @@ def _agree(model: str, plan: tuple[list[dict[str, Any]], list[dict[str, Any]]]) 
 @given(plans("cas-register"))
 def test_cas_register_agrees_with_oracle(plan: Any) -> None:
     _agree("cas-register", plan)
+
+
+@st.composite
+def marked_plans(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
+    """A cas-register plan where some failed cas say "cas-mismatch" (truthfully or not), and whether any do."""
+    rows, ops = draw(plans("cas-register"))
+    rows = [dict(r) for r in rows]
+    ops = [dict(o) for o in ops]
+    marked = False
+    for o in ops:
+        if o["f"] == "cas" and o["type"] == "fail" and o["done"] is not None and draw(st.booleans()):
+            rows[o["done"]]["error"] = "cas-mismatch"
+            o["mismatch"] = True
+            o["ret"] = o["done"]
+            marked = True
+    return rows, ops, marked
+
+
+@given(marked_plans())
+def test_cas_mismatch_agrees_with_oracle(plan: Any) -> None:
+    """Opted in, a fail cas marked cas-mismatch is a read of any value but the expected one."""
+    rows, ops, _ = plan
+    _agree("cas-register", (rows, ops), cas_mismatch=True)
+
+
+@given(marked_plans())
+def test_cas_mismatch_is_ignored_by_default(plan: Any) -> None:
+    """By default a marked fail cas did not happen, exactly as an unmarked one."""
+    rows, ops, _ = plan
+    unmarked = [{**o, "mismatch": False} for o in ops]
+    _agree("cas-register", (rows, unmarked))
 
 
 @given(plans("kv-append"))
@@ -210,3 +245,18 @@ def test_keys_compose(plans_: list[Any]) -> None:
     history = from_dicts(rows)
     assert check(history, "cas-register")["valid"] is expected
     assert check(history, "cas-register", jobs=2)["valid"] is expected
+
+
+@given(st.sampled_from(["cas-register", "kv-append", "mutex"]).flatmap(lambda m: st.tuples(st.just(m), plans(m))))
+def test_search_order_does_not_change_verdicts(case: Any) -> None:
+    """Trying the first-returning operation first (probing) or not, every partition agrees with the oracle."""
+    from checkers.linearizable.check import prepare
+    from checkers.linearizable.models import make_model
+    from checkers.linearizable.wgl import run
+
+    model_name, (rows, ops) = case
+    expected = oracle(model_name, ops, INITIAL[model_name])
+    model = make_model(model_name)
+    prepared, _ = prepare(model, from_dicts(rows).operations(), "<plan>")
+    assert run(prepared, model.initial, probing=True).valid is expected
+    assert run(prepared, model.initial, probing=False).valid is expected

@@ -147,8 +147,10 @@ def test_every_scheduled_event_applies_and_everything_heals() -> None:
         nem.heal_all()
         assert nem.partition.active == {} and not nem.process.paused and not nem.process.killed  # type: ignore[union-attr]
         assert all(v == 0 for v in nem.clock.offsets.values())
+        assert not any(nem.interpreter.in_force().values())
     first = hosts[0].control.commands  # type: ignore[attr-defined]
-    assert f"iptables -w -I INPUT 1 -j {CHAIN}" in first[0]
+    jump = next(i for i, c in enumerate(first) if f"iptables -w -I INPUT 1 -j {CHAIN}" in c)  # set up (with the clock)
+    assert jump < next(i for i, c in enumerate(first) if "-j DROP" in c)  # before any partition
     assert f"iptables -w -X {CHAIN}" in " ".join(first)
     assert any("rm -rf -- /w/n1/faketime" in c for c in first)
 

@@ -13,8 +13,10 @@ import pytest
 
 from checkers.history import read_jsonl
 from harness.recorder import Recorder
-from harness.runner import generator as gen
 from harness.runner.interpreter import Applied, Completion, Interpreter, monotonic_clock
+from workloads import generator as gen
+from workloads.protocol import Failure, Reply, Request
+from workloads.register import KvReply
 
 
 class FakeClient:
@@ -157,9 +159,9 @@ def test_stagger_sets_the_rate_and_time_limit_ends_the_run(tmp_path: Path) -> No
 
 
 def test_final_reads_until_ok_per_key(tmp_path: Path) -> None:
-    from harness.runner.workload import RegisterWorkload
+    from workloads.register import Register
 
-    workload = RegisterWorkload({"n1": ("127.0.0.1", 1)}, seed=1)
+    workload = Register(["n1"], seed=1)
     final = workload.final(["r0", "r1", "r2", "r3", "r4"], threads=2)
     interp, _ = make(tmp_path, concurrency=2)
     run(interp, gen.clients(gen.time_limit(5, final)))
@@ -174,12 +176,12 @@ def test_cancel_is_honoured_even_when_wait_for_swallows_it(tmp_path: Path, monke
     dropping the cancellation; Ctrl-C (asyncio.Runner cancels the main task) must still end the run."""
     real_wait = Interpreter._wait
 
-    async def swallowing_wait(self: Interpreter, g: gen.Generator | None, seconds: float | None) -> Any:
+    async def swallowing_wait(self: Interpreter, seconds: float | None) -> Any:
         try:
-            return await real_wait(self, g, seconds)
+            return await real_wait(self, seconds)
         except asyncio.CancelledError:  # as 3.11 when a completion arrives in the same step: the cancel is lost
             assert self._done is not None
-            return self._complete(g, *(await self._done.get()))
+            return await self._done.get()
 
     monkeypatch.setattr(Interpreter, "_wait", swallowing_wait)
     interp, _ = make(tmp_path, concurrency=5)
@@ -261,3 +263,44 @@ def test_close_loop_cancels_until_tasks_give_up_and_abandons_the_truly_stuck() -
     close_loop(runner, grace=0.6, log=messages.append)
     assert time.monotonic() - started < 3.0
     assert messages and "never" in messages[0]
+
+
+class FakeConnection:
+    """Answers a KvRequest: `fail-refused` never leaves, `lost` gets no answer, anything else ok via n2."""
+
+    def __init__(self, calls: list[Request]) -> None:
+        self.calls = calls
+        self.closed = False
+
+    async def call(self, request: Request) -> Reply | Failure:
+        self.calls.append(request)
+        await asyncio.sleep(0.001)
+        if request.body.value == "fail-refused":
+            return Failure("connect-failed: refused", sent=False)
+        if request.body.value == "lost":
+            return Failure("timeout", sent=True)
+        return Reply(KvReply("ok", request.body.value, None, leader="n2"))
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def test_sans_io_clients_go_through_the_transport_one_connection_per_process(tmp_path: Path) -> None:
+    from workloads.register import Register
+
+    calls: list[Request] = []
+    conns: list[FakeConnection] = []
+
+    def transport() -> FakeConnection:
+        conns.append(FakeConnection(calls))
+        return conns[-1]
+
+    workload = Register(["n1", "n2", "n3"], seed=4)
+    clock = monotonic_clock()
+    interp = Interpreter(1, workload.client, None, Recorder(clock, tmp_path / "h.jsonl"), clock, transport=transport)
+    ops = [{"f": "write", "key": "r0", "value": v} for v in ("a", "fail-refused", "b", "lost", "c")]
+    run(interp, gen.clients(ops))
+    done = [(o.process, o.type, o.value) for o in interp.recorder.ops if o.type != "invoke"]
+    assert done == [(0, "ok", "a"), (0, "fail", "fail-refused"), (0, "ok", "b"), (0, "info", "lost"), (1, "ok", "c")]
+    assert len(conns) == 2 and conns[0].closed  # the process retired after `info`: its connection closed
+    assert calls[1].node == "n2"  # the leader the first answer named (9 times in 10: seed 4 draws it)

@@ -120,7 +120,8 @@ def test_runner_nemesis_start_completes_once_the_nodes_serve(monkeypatch: pytest
         return None
 
     nemesis = RunnerNemesis(_hosts(3), {}, ["kill"], leader=no_leader, rng=random.Random(1), serving=serving)
-    monkeypatch.setattr(nemesis, "invoke", lambda event: ["n2"] if event["f"] in ("kill", "start") else [])
+    monkeypatch.setattr(nemesis.faults, "kill", lambda nodes: list(nodes))
+    monkeypatch.setattr(nemesis.faults, "start", lambda nodes: list(nodes))
     assert asyncio.run(nemesis.apply({"f": "kill", "value": ["n2"]})).recorded == ["n2"]
     assert waited == []
     asyncio.run(nemesis.apply({"f": "start", "value": None}))

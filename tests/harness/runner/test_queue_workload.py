@@ -1,98 +1,34 @@
-"""The queue workload's pieces for real clusters: op stream, final drain, broker node.properties, leader targets."""
+"""The queue workload on real clusters: made from `kraftwerk test`'s options, broker node.properties, leader targets.
+
+(Its op stream, client, setup and final drain are the shared ones: tests/workloads/test_queue.py.)"""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import random
-import time
 from pathlib import Path
+from typing import Any
 
 from harness.backends.base import Host
 from harness.control.netns import NetnsTransport
-from harness.db.nodes import NodeDB
-from harness.runner import generator as gen
-from harness.runner.queue_workload import QueueWorkload, node_properties
-from harness.runner.workloads import make_workload
-from workloads.queue import QueueGenerator
+from harness.db.nodes import NodeDB, broker_properties
+from harness.runner.workload import make_workload
+from harness.spec import TestSpec
+from workloads.queue import QueueWorkload
 
-ENDPOINTS = {f"n{i}": (f"10.1.0.{i}", 9092) for i in range(1, 4)}
-
-
-def _options(**kw: object) -> argparse.Namespace:
-    base = {"acks": "all", "partitions": 3, "replication_factor": 3, "min_isr": 2, "unclean": False}
-    return argparse.Namespace(**{**base, **kw})
+NODES = ["n1", "n2", "n3"]
 
 
-def _ctx(workers: dict[int, int], free: set[int] | None = None) -> gen.Context:
-    return gen.Context(0, workers, frozenset(workers if free is None else free), random.Random(0))
+def _options(**kw: Any) -> TestSpec:
+    return TestSpec(workload="queue", **kw)
 
 
 def test_make_workload_reads_the_queue_options() -> None:
-    w = make_workload("queue", ENDPOINTS, 7, timeout=1.5, options=_options(acks="1", partitions=5, unclean=True))
-    assert isinstance(w, QueueWorkload) and w.model == "queue" and w.name == "queue"
-    assert (w.acks, w.partitions, w.unclean, w.timeout) == (1, 5, True, 1.5)
+    w = make_workload("queue", NODES, 7, 1.5, _options(acks="1", partitions=5, unclean=True))
+    assert isinstance(w, QueueWorkload) and w.model == "queue" and w.name == "queue" and w.api == "kafka"
+    assert (w.acks, w.partitions, w.unclean, w.timeout_s) == (1, 5, True, 1.5)
     assert w.all_keys() == [f"t0-{i}" for i in range(5)]
-    assert make_workload("queue", ENDPOINTS, 7, options=_options()).acks == -1
-
-
-def test_main_ops_are_the_simulators_stream_per_process_assignment() -> None:
-    """One thread: the ops drawn equal QueueGenerator('workload-{seed}') fed with that process's assignment."""
-    w = QueueWorkload(ENDPOINTS, 11, partitions=3)
-    expected = QueueGenerator(random.Random("workload-11"), 3)
-    assigned: list[str] = []
-    seen = []
-    for _ in range(200):
-        op = w._next(_ctx({0: 0}))
-        want = expected.next(assigned)
-        assert (op["f"], op["key"], op["value"]) == (want.f, want.key, want.value) and op["process"] == 0
-        if op["f"] == "assign":
-            assigned = list(op["value"])
-            w.consumer(0).assign(op["value"])  # what the client does when the assign runs
-        seen.append(op["f"])
-    assert seen[0] == "assign" and {"send", "poll", "assign"} <= set(seen)
-    sends = [v for v in (w._next(_ctx({0: 0})) for _ in range(50)) if v["f"] == "send"]
-    assert len({s["value"] for s in sends}) == len(sends)  # values sent are unique
-    assert w._next(_ctx({0: 10}))["f"] == "assign"  # a new process (after an info) starts unassigned
-
-
-def test_final_drain_assigns_then_polls_each_key_past_the_acked_end() -> None:
-    w = QueueWorkload(ENDPOINTS, 1, partitions=2)
-    w.note_ack("t0-0", 4)
-    w.note_ack("t0-0", 2)  # lower offsets never lower the acked end
-    drain = gen.on_threads(lambda t: t == 0, w.final([], 3))
-    ctx = _ctx({0: 0, 1: 1})
-    consumer = w.consumer(0)
-    consumer.assign(["t0-0"])
-    consumer.positions["t0-0"] = 9  # read far in the main phase: the final phase starts again at 0
-    op, drain = drain.op(ctx)
-    assert (op["f"], op["value"], op["process"]) == ("assign", ["t0-0"], 0)
-    consumer.assign(op["value"])
-    op, drain = drain.op(ctx)
-    assert (op["f"], op["key"]) == ("poll", "t0-0")
-    consumer.polled.add("t0-0")
-    consumer.positions["t0-0"] = 3  # not yet past offset 4
-    assert drain.op(ctx)[0]["f"] == "poll"
-    assert drain.op(_ctx({0: 0, 1: 1}, free={1}))[0] is gen.PENDING  # its thread is busy
-    consumer.positions["t0-0"] = 5
-    assert drain.op(ctx) is None  # thread 0 drains only t0-0 (t0-1 is thread 1's)
-
-
-def test_final_drain_gives_up_on_a_partition_whose_end_stays_short_of_the_acked_offset() -> None:
-    w = QueueWorkload(ENDPOINTS, 1, partitions=1)
-    w.note_ack("t0-0", 10)  # acknowledged, then lost with its leader (acks=1)
-    drain = w.final(["t0-0"], 1)
-    ctx = _ctx({0: 0})
-    consumer = w.consumer(0)
-    op, drain = drain.op(ctx)
-    consumer.assign(op["value"])
-    consumer.polled.add("t0-0")
-    consumer.positions["t0-0"] = 6
-    consumer.end_since["t0-0"] = time.monotonic()
-    op, drain = drain.op(ctx)
-    assert op["f"] == "poll" and op["time"] > ctx.time  # at the end: poll again a little later
-    consumer.end_since["t0-0"] = time.monotonic() - 60
-    assert drain.op(ctx) is None
+    assert make_workload("queue", NODES, 7, 2.0, _options()).acks == -1
+    assert make_workload("register", NODES, 7, 2.0, _options()).api == "kv"  # the queue's options left alone
 
 
 def _hosts(n: int) -> list[Host]:
@@ -100,8 +36,8 @@ def _hosts(n: int) -> list[Host]:
 
 
 def test_broker_nodes_get_the_broker_role_topic_defaults_and_bugs(tmp_path: Path) -> None:
-    opts = _options(min_isr=3, unclean=True)
-    db = NodeDB(_hosts(3), bugs=["hw-from-leader"], broker=True, properties=node_properties(opts))
+    w = make_workload("queue", NODES, 1, 2.0, _options(min_isr=3, unclean=True))
+    db = NodeDB(_hosts(3), bugs=["hw-from-leader"], broker=True, properties=broker_properties(w.options()))
     props = dict(line.split("=", 1) for line in db.properties(db.hosts[2]).splitlines())
     assert props["process.roles"] == "controller,broker"
     assert props["advertised.listeners"] == "CLIENT://10.1.0.3:9092"  # listeners bind 0.0.0.0

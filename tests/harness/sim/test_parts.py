@@ -163,6 +163,7 @@ def test_schedules_are_seeded_and_alternate() -> None:
 def test_parse_nemeses() -> None:
     assert parse_nemeses("partition,kill") == ["partition", "kill"]
     assert parse_nemeses("none") == [] and parse_nemeses("all") == ["partition", "kill", "pause", "clock"]
+    assert parse_nemeses("packet,kill") == ["packet", "kill"]  # asked for by name, not part of all
     with pytest.raises(ValueError, match="unknown nemesis bogus"):
         parse_nemeses("partition,bogus")
 

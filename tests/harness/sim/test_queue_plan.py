@@ -46,41 +46,49 @@ def test_any_subset_of_a_plan_is_well_formed_and_deterministic(seed: int, keep: 
     b = simulate(options_from_schedule(doc))
     assert a.digest == b.digest
     assert a.valid is True, sorted(a.anomalies)
-    # every poll is of a partition its process was assigned (a crashed client reopens unassigned)
+    # a poll of a partition its process was not assigned (its assign was dropped, or a crash reopened the
+    # client unassigned) fails at once without a request, as on real clusters; no other op fails so
     assigned: dict[Any, set[str]] = {}
+    unassigned: dict[Any, bool] = {}
     for op in a.sim.recorder.ops:
-        if op.type != "invoke" or op.process == "nemesis":
+        if op.process == "nemesis":
             continue
-        if op.f == "assign":
-            assigned[op.process] = set(op.value)
-        elif op.f == "poll":
-            assert op.key in assigned.get(op.process, set()), op
+        if op.type == "invoke":
+            if op.f == "assign":
+                assigned[op.process] = set(op.value)
+            unassigned[op.process] = op.f == "poll" and op.key not in assigned.get(op.process, set())
+        elif unassigned.pop(op.process):
+            assert (op.type, op.error, op.node) == ("fail", "not-assigned", None), op
+        else:
+            assert op.error != "not-assigned", op
 
 
-def test_unassigned_polls_are_skipped_and_assign_resets_positions() -> None:
+def test_unassigned_polls_fail_and_assign_resets_positions() -> None:
     s = 10**9
     ops = [
-        {"at": 0, "client": 0, "f": "poll", "key": "t0-0", "value": None},  # nothing assigned yet: skipped
+        {"at": 0, "client": 0, "f": "poll", "key": "t0-0", "value": None},  # nothing assigned yet: fails
         {"at": 1 * s, "client": 0, "f": "send", "key": "t0-0", "value": 1},
         {"at": 2 * s, "client": 0, "f": "assign", "key": None, "value": ["t0-0"]},
         {"at": 3 * s, "client": 0, "f": "poll", "key": "t0-0", "value": None},
         {"at": 4 * s, "client": 0, "f": "poll", "key": "t0-0", "value": None},
         {"at": 5 * s, "client": 0, "f": "assign", "key": None, "value": ["t0-0"]},
         {"at": 6 * s, "client": 0, "f": "poll", "key": "t0-0", "value": None},
-        {"at": 7 * s, "client": 0, "f": "poll", "key": "t0-1", "value": None},  # not assigned: skipped
+        {"at": 7 * s, "client": 0, "f": "poll", "key": "t0-1", "value": None},  # not assigned: fails
     ]
     opts = SimOptions(seed=5, time_limit=8, workload="queue", concurrency=1, nemeses=[], schedule=[], ops=ops)
     checked = simulate(opts)
     assert checked.valid is True, sorted(checked.anomalies)
     main_end = checked.main_start + 8 * s
     done = [op for op in checked.sim.recorder.ops if op.type != "invoke" and op.time < main_end]
-    assert [op.f for op in done] == ["send", "assign", "poll", "poll", "assign", "poll"]
-    send, _, poll1, poll2, _, poll3 = done
+    assert [op.f for op in done] == ["poll", "send", "assign", "poll", "poll", "assign", "poll", "poll"]
+    unassigned, send, _, poll1, poll2, _, poll3, unassigned2 = done
+    for op in (unassigned, unassigned2):
+        assert (op.type, op.error, op.node) == ("fail", "not-assigned", None)
     assert send.type == "ok" and send.value == [0, 1]
     assert poll1.value == [[0, 1]] and poll2.value == []  # the position moved past offset 0
     assert poll3.value == [[0, 1]]  # the second assign reset it to the start
-    # what ran is what is stored: the skipped polls are not in the realised schedule
-    assert [o["f"] for o in checked.sim.ops] == ["send", "assign", "poll", "poll", "assign", "poll"]
+    # what ran is what is stored
+    assert [o["f"] for o in checked.sim.ops] == ["poll", "send", "assign", "poll", "poll", "assign", "poll", "poll"]
     assert simulate(options_from_schedule(stored(checked))).digest == checked.digest
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from harness.runner import generator as gen
-from harness.runner.generator import NEMESIS, PENDING, SECOND, Context
+from workloads import generator as gen
+from workloads.generator import NEMESIS, PENDING, SECOND, Context
 
 
 def ctx(time: int = 0, threads: int = 3, free: set | None = None, nemesis: bool = True, seed: int = 0) -> Context:
@@ -180,3 +180,29 @@ def test_on_threads_routes_updates_by_thread() -> None:
 def test_log_ops_need_no_thread() -> None:
     op, nxt = gen.log("hello").op(ctx(free=set()))
     assert op == {"type": "log", "time": 0, "value": "hello"} and nxt is None
+
+
+def test_a_thread_drawn_free_is_used_whatever_else_is_busy() -> None:
+    """One draw over all threads: the same draw picks the same thread whether or not others are busy."""
+    for seed in range(20):
+        all_free = ctx(threads=4, nemesis=False, seed=seed).some_free_process()
+        others_busy = ctx(threads=4, nemesis=False, seed=seed, free={all_free}).some_free_process()
+        assert others_busy == all_free
+    assert ctx(threads=4, nemesis=False, free=set()).some_free_process() is None
+
+
+def test_plan_replays_each_lane_in_order_at_its_times() -> None:
+    lanes = {
+        0: [{"seq": 0, "at": 5, "f": "write", "key": "r0", "value": 1, "node": "n2", "client": 0}],
+        1: [{"seq": 1, "at": 2, "f": "read", "key": "r0", "value": None, "node": "n1", "client": 1}],
+    }
+    g = gen.clients(gen.plan(lanes, 1.0))
+    first, g = g.op(ctx(time=100))
+    assert (first["time"], first["process"], first["node"], first["f"]) == (102, 1, "n1", "read")
+    assert "client" not in first and "seq" not in first
+    busy = ctx(time=100, free={0, NEMESIS})
+    second, g = g.update(busy, {**first, "type": "invoke"}).op(busy)
+    assert (second["time"], second["process"], second["value"]) == (105, 0, 1)
+    assert g.op(ctx(time=200)) is None  # every lane done
+    _, late = gen.clients(gen.plan(lanes, 1e-6)).op(ctx(time=100))
+    assert late.op(ctx(time=100 + SECOND)) is None  # the other lane's op is out of time: dropped

@@ -4,22 +4,22 @@ A generator answers `op(ctx)` with None (exhausted), `(PENDING, successor)` (not
 ask again after time passes or an operation completes) or `(op, successor)` where `op` is a
 dict with `process` and `time` (nanoseconds since the test started; a time in the future
 means "not before then"). `update(ctx, event)` returns the generator that has seen an
-invocation or completion. Generators never sleep or do I/O: the interpreter
-(`harness.runner.interpreter`) drives them in real time.
+invocation or completion. Generators never sleep or do I/O: an interpreter drives them, in
+real time on real clusters and in virtual time in the simulator.
 
 Plain values lift to generators: a dict is one operation, a list runs its items in order,
 a callable `f(ctx) -> op | None` is asked for an operation each time.
 
 Combinators: `mix`, `any_of`, `limit`, `repeat`, `stagger`, `delay`, `time_limit`, `sleep`,
 `log`, `phases`/`synchronize`, `on_threads`, `clients`, `nemesis`, `each_thread`,
-`until_ok`, `schedule` (timed nemesis events).
+`until_ok`, `schedule` (timed nemesis events), `plan` (recorded operations again).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 NEMESIS = "nemesis"
@@ -38,8 +38,8 @@ Thread = Hashable
 Result = tuple[Any, "Generator | None"] | None
 
 
-def _thread_key(t: Thread) -> tuple[int, str]:
-    return (1, str(t)) if isinstance(t, str) else (0, f"{t:012d}")
+def _thread_key(t: Thread) -> tuple[int, Any, str]:
+    return (1, 0, t) if isinstance(t, str) else (0, t, "")
 
 
 @dataclass(frozen=True)
@@ -64,15 +64,24 @@ class Context:
         return None
 
     def some_free_process(self) -> Any:
-        """The process of a free thread, chosen at random; None if every thread is busy."""
-        free = self.free_threads()
-        if not free:
+        """The process of a free thread chosen at random; None if every thread is busy.
+
+        One draw over all the threads in scope, then the first free one from there on: the draws do
+        not depend on which threads happen to be busy, so runtimes whose operations take different
+        times still give an operation the same thread whenever the one drawn is free in both.
+        """
+        if not self.free:
             return None
-        return self.workers[free[self.rng.randrange(len(free))] if len(free) > 1 else free[0]]
+        threads = self.threads()
+        i = self.rng.randrange(len(threads)) if len(threads) > 1 else 0
+        for t in threads[i:] + threads[:i]:
+            if t in self.free:
+                return self.workers[t]
+        return None
 
     def restrict(self, pred: Callable[[Thread], bool]) -> Context:
         workers = {t: p for t, p in self.workers.items() if pred(t)}
-        return replace(self, workers=workers, free=frozenset(t for t in self.free if t in workers))
+        return Context(self.time, workers, frozenset(t for t in self.free if t in workers), self.rng)
 
     def all_free(self) -> bool:
         return set(self.workers) <= self.free
@@ -346,7 +355,8 @@ class Stagger(Generator):
     def update(self, ctx: Context, event: Op) -> Generator | None:
         if self.gen is None:
             return self
-        return type(self)(self.dt, self.gen.update(ctx, event), self.next_time)
+        nxt = self.gen.update(ctx, event)
+        return self if nxt is self.gen else type(self)(self.dt, nxt, self.next_time)
 
 
 class Delay(Stagger):
@@ -375,7 +385,10 @@ class TimeLimit(Generator):
         return op, TimeLimit(self.dt, nxt, deadline)
 
     def update(self, ctx: Context, event: Op) -> Generator | None:
-        return TimeLimit(self.dt, self.gen.update(ctx, event), self.deadline) if self.gen is not None else self
+        if self.gen is None:
+            return self
+        nxt = self.gen.update(ctx, event)
+        return self if nxt is self.gen else TimeLimit(self.dt, nxt, self.deadline)
 
 
 class Sleep(Generator):
@@ -421,23 +434,38 @@ class Synchronize(Generator):
 class OnThreads(Generator):
     """`gen` sees (and schedules) only the threads for which `pred(thread)` holds."""
 
-    def __init__(self, pred: Callable[[Thread], bool], gen: Generator | None) -> None:
+    def __init__(
+        self, pred: Callable[[Thread], bool], gen: Generator | None, scope: tuple[frozenset, frozenset] | None = None
+    ) -> None:
         self.pred, self.gen = pred, gen
+        self._scope = scope  # (threads of the last context, those of them in scope): pred asked once per set
+
+    def _restrict(self, ctx: Context) -> Context:
+        scope = self._scope
+        if scope is None or scope[0] != ctx.workers.keys():
+            threads = frozenset(ctx.workers)
+            scope = self._scope = (threads, frozenset(t for t in threads if self.pred(t)))
+        inside = scope[1]
+        workers = {t: p for t, p in ctx.workers.items() if t in inside}
+        return Context(ctx.time, workers, ctx.free & inside, ctx.rng)
 
     def op(self, ctx: Context) -> Result:
         if self.gen is None:
             return None
-        r = self.gen.op(ctx.restrict(self.pred))
+        r = self.gen.op(self._restrict(ctx))
         if r is None:
             return None
         op, nxt = r
-        return op, OnThreads(self.pred, nxt)
+        return op, OnThreads(self.pred, nxt, self._scope)
 
     def update(self, ctx: Context, event: Op) -> Generator | None:
+        if self.gen is None or type(self.gen).update is Generator.update:
+            return self  # the generator inside ignores events
         t = ctx.thread_of(event.get("process"))
-        if self.gen is None or t is None or not self.pred(t):
+        if t is None or not self.pred(t):
             return self
-        return OnThreads(self.pred, self.gen.update(ctx.restrict(self.pred), event))
+        nxt = self.gen.update(self._restrict(ctx), event)
+        return self if nxt is self.gen else OnThreads(self.pred, nxt, self._scope)
 
 
 class EachThread(Generator):
@@ -527,6 +555,62 @@ class Schedule(Generator):
         return out, Schedule(self.events[1:], anchor)
 
 
+class Plan(Generator):
+    """Recorded operations again: each lane's (client thread's, nemesis') items in order, each at anchor +
+    its `at`, on the lane's current process. `ordered`: an item also waits until the items (by `seq`) in
+    its `after` have completed; otherwise whatever has not started `limit_ns` after the anchor is dropped."""
+
+    def __init__(
+        self,
+        lanes: Mapping[Any, Sequence[Mapping[str, Any]]],
+        limit_ns: int,
+        ordered: bool,
+        anchor: int | None = None,
+        done: frozenset[int] = frozenset(),
+        inflight: Mapping[Any, int] | None = None,
+    ) -> None:
+        self.lanes, self.limit, self.ordered, self.anchor = dict(lanes), limit_ns, ordered, anchor
+        self.done, self.inflight = done, dict(inflight or {})
+
+    def _with(self, **kw: Any) -> Plan:
+        lanes = kw.pop("lanes", self.lanes)
+        state = {"anchor": self.anchor, "done": self.done, "inflight": self.inflight, **kw}
+        return Plan(lanes, self.limit, self.ordered, **state)
+
+    def op(self, ctx: Context) -> Result:
+        anchor = self.anchor if self.anchor is not None else ctx.time
+        if not any(self.lanes.values()):
+            return None
+        if not self.ordered and ctx.time >= anchor + self.limit:
+            return None  # out of time, as the normal runner's time limit
+        best: tuple[int, Any, Mapping[str, Any]] | None = None
+        for lane, items in self.lanes.items():
+            if not items or lane not in ctx.free:
+                continue
+            item = items[0]
+            if self.ordered and not set(item.get("after", ())) <= self.done:
+                continue
+            t = anchor + int(item["at"])
+            if best is None or t < best[0]:
+                best = (t, lane, item)
+        if best is None:
+            return PENDING, self._with(anchor=anchor)
+        t, lane, item = best
+        op = {k: v for k, v in item.items() if k not in ("after", "client", "seq")}
+        op.update(type="invoke", time=t, process=ctx.workers[lane])
+        lanes = {**self.lanes, lane: self.lanes[lane][1:]}
+        return op, self._with(anchor=anchor, lanes=lanes, inflight={**self.inflight, lane: item["seq"]})
+
+    def update(self, ctx: Context, event: Op) -> Generator | None:
+        if event.get("type") not in ("ok", "fail", "info"):
+            return self
+        lane = ctx.thread_of(event.get("process"))
+        if lane not in self.inflight:
+            return self
+        inflight = {k: v for k, v in self.inflight.items() if k != lane}
+        return self._with(done=self.done | {self.inflight[lane]}, inflight=inflight)
+
+
 # ---------------------------------------------------------------------------------------- API
 
 
@@ -606,3 +690,8 @@ def until_ok(gen: Any) -> Generator:
 
 def schedule(events: Sequence[Mapping[str, Any]]) -> Generator:
     return Schedule(events)
+
+
+def plan(lanes: Mapping[Any, Sequence[Mapping[str, Any]]], limit_s: float, ordered: bool = False) -> Generator:
+    """Recorded operations (`{"seq", "at", "f", …}` per lane), replayed at their times (see `Plan`)."""
+    return Plan({lane: tuple(items) for lane, items in lanes.items()}, int(limit_s * SECOND), ordered)

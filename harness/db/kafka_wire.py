@@ -1,0 +1,187 @@
+"""The queue workload's request bodies over the Kafka wire protocol (our nodes' client listener).
+
+One `KafkaWire` per client process: one `ClientConnection` per node, opened on demand, so a
+process that crashed (an `info`) never shares a connection with its successor. Each body is one
+Kafka request with the project's own codecs (`nodes.kafka.protocol`; record batches from
+`nodes.kafka.records`): Metadata, Produce (one record per batch), Fetch, CreateTopics. kafka-python
+was the alternative, but its retries and buffering would hide what happened to one request, and
+the outcome of each operation must be judged from exactly one Produce or Fetch; our codecs are
+tested against kafka-python (tests/harness/test_cluster_kafka.py).
+
+No answer is a `Failure`: `sent` is False only when the connection could not be opened (the
+request certainly never reached the node).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from nodes.kafka import protocol as kp
+from nodes.kafka.errors import ErrorCode
+from nodes.kafka.records import build_batch, encode_batch, iter_batches
+from nodes.runtime.client import BackoffError, ClientConfig, ClientConnection, ConnectError, NetworkError
+from workloads.protocol import Failure, Reply, Request
+from workloads.queue import (
+    CreateTopic,
+    Fetch,
+    Fetched,
+    Metadata,
+    MetadataReply,
+    PartitionInfo,
+    Produce,
+    Produced,
+    TopicCreated,
+)
+
+PRODUCE_VERSION = 8
+FETCH_VERSION = 11
+METADATA_VERSION = 9
+CREATE_TOPICS_VERSION = 4
+FETCH_MAX_BYTES = 1 << 20
+
+
+def error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name.lower()
+    except ValueError:
+        return f"error-{code}"
+
+
+class KafkaWire:
+    """Sends the queue workload's bodies to the nodes at `endpoints` ({node: (host, port)})."""
+
+    def __init__(self, endpoints: Mapping[str, tuple[str, int]], rng: random.Random) -> None:
+        self.endpoints = dict(endpoints)
+        self.rng = rng
+        self._conns: dict[str, ClientConnection] = {}
+
+    def _conn(self, node: str, timeout: float) -> ClientConnection:
+        conn = self._conns.get(node)
+        if conn is None:
+            host, port = self.endpoints[node]
+            config = ClientConfig(
+                client_id="kraftwerk-queue",
+                max_in_flight=1,
+                request_timeout=timeout,
+                connect_timeout=timeout,
+                header_versions=kp.header_versions,
+            )
+            conn = self._conns[node] = ClientConnection(host, port, config, rng=self.rng, name=f"kafka {node}")
+        return conn
+
+    async def call(self, request: Request) -> Reply | Failure:
+        """One request, one answer: the reply body, or why there was none."""
+        body = request.body
+        try:
+            if isinstance(body, Metadata):
+                return Reply(await self._metadata(request.node, body, request.timeout_s))
+            if isinstance(body, Produce):
+                return Reply(await self._produce(request.node, body, request.timeout_s))
+            if isinstance(body, Fetch):
+                return Reply(await self._fetch(request.node, body, request.timeout_s))
+            if isinstance(body, CreateTopic):
+                return Reply(await self._create(request.node, body, request.timeout_s))
+        except (ConnectError, BackoffError) as e:
+            return Failure(f"connect: {e}", sent=False)
+        except TimeoutError:
+            return Failure("timeout", sent=True)
+        except (NetworkError, OSError, ValueError) as e:
+            return Failure(f"{type(e).__name__}: {e}", sent=True)
+        raise TypeError(f"not a queue request body: {body!r}")
+
+    async def _send(self, node: str, api: int, version: int, request: Any, timeout: float) -> memoryview:
+        answer = await self._conn(node, timeout).send(api, version, request.encode(version), timeout=timeout)
+        assert answer is not None
+        return answer
+
+    async def _metadata(self, node: str, body: Metadata, timeout: float) -> MetadataReply:
+        request = kp.MetadataRequest(topics=[kp.MetadataRequestTopic(name=body.topic)], allow_auto_topic_creation=False)
+        data = await self._send(node, kp.ApiKey.METADATA, METADATA_VERSION, request, timeout)
+        response = kp.MetadataResponse.decode(data, METADATA_VERSION)
+        for topic in response.topics:
+            if topic.name == body.topic and topic.error_code == 0:
+                return MetadataReply(
+                    tuple(
+                        PartitionInfo(
+                            p.partition_index,
+                            f"n{p.leader_id}" if p.leader_id >= 0 else None,
+                            len(p.isr_nodes),
+                            p.error_code,
+                        )
+                        for p in topic.partitions
+                    )
+                )
+        return MetadataReply(None)
+
+    async def _produce(self, node: str, body: Produce, timeout: float) -> Produced | None:
+        batch = encode_batch(build_batch([(None, body.value)], timestamp=int(time.time() * 1000)))
+        request = kp.ProduceRequest(
+            acks=body.acks,
+            timeout_ms=body.timeout_ms,
+            topic_data=[
+                kp.TopicProduceData(
+                    name=body.topic, partition_data=[kp.PartitionProduceData(index=body.partition, records=batch)]
+                )
+            ],
+        )
+        if body.acks == 0:  # no answer comes: done once written
+            payload = request.encode(PRODUCE_VERSION)
+            await self._conn(node, timeout).send(
+                kp.ApiKey.PRODUCE, PRODUCE_VERSION, payload, timeout=timeout, expect_response=False
+            )
+            return None
+        data = await self._send(node, kp.ApiKey.PRODUCE, PRODUCE_VERSION, request, timeout)
+        part = kp.ProduceResponse.decode(data, PRODUCE_VERSION).responses[0].partition_responses[0]
+        return Produced(int(part.error_code), error_name(part.error_code), part.base_offset)
+
+    async def _fetch(self, node: str, body: Fetch, timeout: float) -> Fetched:
+        partition = kp.FetchPartition(
+            partition=body.partition, fetch_offset=body.offset, partition_max_bytes=FETCH_MAX_BYTES
+        )
+        request = kp.FetchRequest(
+            replica_id=-1,
+            max_wait_ms=body.max_wait_ms,
+            min_bytes=1,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[kp.FetchTopic(topic=body.topic, partitions=[partition])],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        data = await self._send(node, kp.ApiKey.FETCH, FETCH_VERSION, request, timeout)
+        response = kp.FetchResponse.decode(data, FETCH_VERSION)
+        if response.error_code:
+            return Fetched(response.error_code, error_name(response.error_code))
+        part = response.responses[0].partitions[0]
+        if part.error_code:
+            return Fetched(part.error_code, error_name(part.error_code))
+        records = tuple(
+            (offset, None if value is None else bytes(value))
+            for batch in iter_batches(part.records or b"")
+            for offset, _ts, _key, value, _headers in batch.entries()
+        )
+        return Fetched(0, "none", part.high_watermark, records)
+
+    async def _create(self, node: str, body: CreateTopic, timeout: float) -> TopicCreated:
+        topic = kp.CreatableTopic(
+            name=body.topic,
+            num_partitions=body.partitions,
+            replication_factor=body.replication_factor,
+            assignments=[],
+            configs=[kp.CreatableTopicConfig(name=k, value=v) for k, v in body.configs],
+        )
+        request = kp.CreateTopicsRequest(topics=[topic], timeout_ms=body.timeout_ms, validate_only=False)
+        data = await self._send(node, kp.ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION, request, timeout)
+        result = kp.CreateTopicsResponse.decode(data, CREATE_TOPICS_VERSION).topics[0]
+        return TopicCreated(result.error_code, error_name(result.error_code), result.error_message)
+
+    async def close(self) -> None:
+        for conn in self._conns.values():
+            with contextlib.suppress(Exception):
+                await conn.close()
+        self._conns = {}

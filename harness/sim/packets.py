@@ -1,0 +1,104 @@
+"""Packet faults on simulated links: loss, delay, duplication and reordering, as tc netem does them.
+
+A `Shaping` applies to node-to-node messages from its `nodes` to its `peers` (the traffic
+those nodes send, as netem on their interfaces) and draws from its own random stream, so
+the links' latencies are drawn exactly as without it. What a message meets depends on the
+link kind, as on real hosts:
+
+- TCP-like links (the default): a lost segment is retransmitted after the RTO (200 ms, then
+  twice as long each time), so loss delays the message and everything behind it; a
+  duplicate is discarded by the receiving TCP and a reordered segment is put back in order,
+  so both are invisible to the nodes, except for the delay a reordering needs;
+- datagram links: a lost message is gone, a duplicate is delivered twice, and a reordered
+  message skips the queue (sent at once while the others wait out the delay).
+
+Parameters are netem's (Jepsen's defaults when missing, `harness.nemesis.real_net`); the
+correlation and the delay's distribution are not modelled (the jitter is uniform).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from harness.nemesis.faults import PACKET_BEHAVIOURS
+from harness.sim.engine import MS
+
+RTO_MIN = 200 * MS
+RTO_MAX = 120_000 * MS
+DEFAULTS: dict[str, dict[str, float]] = {
+    "delay": {"time-ms": 50, "jitter-ms": 10},
+    "loss": {"percent": 20},
+    "duplicate": {"percent": 20},
+    "reorder": {"percent": 20},
+}
+
+
+def behaviours_with_defaults(behaviours: Mapping[str, Mapping[str, Any] | None]) -> dict[str, dict[str, float]]:
+    """Every behaviour's parameters, defaults filled in; reorder brings the default delay; unknown names are a
+    ValueError."""
+    unknown = sorted(set(behaviours) - set(PACKET_BEHAVIOURS))
+    if unknown:
+        raise ValueError(
+            f"unknown packet behaviour(s) {', '.join(unknown)} on the simulator (one of {', '.join(PACKET_BEHAVIOURS)})"
+        )
+    full = {name: {**DEFAULTS[name], **(params or {})} for name, params in behaviours.items()}
+    if "reorder" in full and "delay" not in full:
+        full["delay"] = dict(DEFAULTS["delay"])
+    return full
+
+
+@dataclass(frozen=True)
+class Fate:
+    """What one message meets: lost, extra delay (ns), a duplicate copy's extra delay, out of order."""
+
+    lost: bool = False
+    delay: int = 0
+    duplicate: int | None = None
+    skip_queue: bool = False
+
+
+class Shaping:
+    """Packet behaviours on messages from `nodes` to `peers`."""
+
+    def __init__(
+        self,
+        behaviours: Mapping[str, Mapping[str, Any] | None],
+        nodes: Iterable[str],
+        peers: Iterable[str],
+        rng: random.Random,
+    ) -> None:
+        self.behaviours = behaviours_with_defaults(behaviours)
+        self.nodes = frozenset(nodes)
+        self.peers = frozenset(peers)
+        self.rng = rng
+
+    def applies(self, src: str, dst: str) -> bool:
+        return src != dst and src in self.nodes and dst in self.peers
+
+    def _happens(self, name: str) -> bool:
+        b = self.behaviours.get(name)
+        return b is not None and self.rng.random() * 100.0 < float(b["percent"])
+
+    def fate(self, tcp: bool) -> Fate:
+        """Draw what the next message meets."""
+        delay = 0
+        if "delay" in self.behaviours:
+            d = self.behaviours["delay"]
+            jitter = float(d.get("jitter-ms", 0))
+            delay = max(0, int((float(d["time-ms"]) + self.rng.uniform(-jitter, jitter)) * MS))
+        reordered = self._happens("reorder")
+        if reordered:
+            delay = 0  # netem sends a reordered packet at once
+        lost = self._happens("loss")
+        duplicated = self._happens("duplicate")
+        if not tcp:
+            return Fate(lost, delay, delay + int(self.rng.random() * MS) if duplicated else None, reordered)
+        rto = RTO_MIN
+        while lost:  # each retransmission may be lost again
+            delay += rto
+            rto = min(rto * 2, RTO_MAX)
+            lost = self._happens("loss")
+        return Fate(False, delay)

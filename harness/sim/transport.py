@@ -1,0 +1,131 @@
+"""The workloads' transport to simulated nodes: a request body in, a reply (or a timeout) out.
+
+`SimTransport.send(link, request, deliver)` carries a request over the simulated network (on the
+client's own link, never partitioned from the harness, as on real clusters) and calls `deliver`
+once: with the `Reply` when the node's answer arrives, or `Failure` when the request times out or
+the node closes it. A register `KvRequest` goes to the node's `client_request`; a queue body
+(`workloads.queue`: Metadata, Produce, Fetch, CreateTopic) to its broker `client_call` as the broker
+message it stands for. An acks=0 produce is answered `Reply(None)` once sent, as no answer comes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from harness.sim.engine import MS
+from nodes import broker as bm
+from nodes.broker.batch import NewBatch
+from workloads import queue
+from workloads.protocol import Answer, Failure, Reply, Request
+from workloads.register import KvReply, KvRequest
+
+
+class _Outstanding:
+    """One request in flight: what the simulation routes the node's reply (or its closing) to."""
+
+    __slots__ = ("name", "deliver", "answered", "body")
+
+    def __init__(self, name: str, deliver: Callable[[Answer], None], body: Any) -> None:
+        self.name = name  # the client's network link
+        self.deliver = deliver
+        self.answered = False
+        self.body = body
+
+    def _answer(self, answer: Answer) -> None:
+        if not self.answered:
+            self.answered = True
+            self.deliver(answer)
+
+    def reply(self, request_id: int, effect: Any, node_name: str) -> None:
+        if self.answered:
+            return  # a late answer (after its timeout, or to an acks=0 produce)
+        if isinstance(self.body, queue.REQUESTS):
+            self._answer(Reply(broker_answer(self.body, effect.response)))
+            return
+        leader = effect.leader_id
+        self._answer(Reply(KvReply(effect.type, effect.value, effect.error, None if leader is None else f"n{leader}")))
+
+    def closed(self, request_id: int) -> None:
+        self._answer(Failure("closed", sent=True))
+
+    def timeout(self) -> None:
+        self._answer(Failure("timeout", sent=True))
+
+
+class SimTransport:
+    """Sends the requests of simulated clients to `sim`'s nodes."""
+
+    def __init__(self, sim: Any) -> None:
+        self.sim = sim
+
+    def send(self, link: str, request: Request, deliver: Callable[[Answer], None]) -> None:
+        sim = self.sim
+        body = request.body
+        node = sim.nodes[int(request.node[1:])]
+        pending = _Outstanding(link, deliver, body)
+        request_id = sim.new_request(pending)
+        if isinstance(body, KvRequest):
+            args: tuple[Any, ...] = (node.client_request, pending, request_id, body.f, body.key, body.value)
+        elif isinstance(body, queue.REQUESTS):
+            args = (node.client_call, pending, request_id, *broker_call(body))
+        else:
+            raise TypeError(f"simulated nodes cannot serve a {type(body).__name__}")
+        sim.net.send(link, node.name, *args, partitionable=False)
+        if isinstance(body, queue.Produce) and body.acks == 0:
+            sim.sched.after(0, pending._answer, Reply(None))
+            return
+        sim.sched.after(int(request.timeout_s * 1000) * MS, pending.timeout)
+
+
+# ---------------------------------------------------------------------------- queue bodies (broker messages)
+
+
+def broker_call(body: Any) -> tuple[str, Any]:
+    """The broker client call (method, request) a queue body is."""
+    if isinstance(body, queue.Metadata):
+        return "metadata", bm.MetadataRequest((body.topic,))
+    if isinstance(body, queue.Produce):
+        tp = bm.TopicPartition(body.topic, body.partition)
+        # one record per batch: the batch's data is the value itself, its base offset the record's offset
+        batch = NewBatch(body.value, 1)
+        return "produce", bm.ProduceRequest(body.acks, body.timeout_ms, (bm.ProducePartition(tp, (batch,)),))
+    if isinstance(body, queue.Fetch):
+        part = bm.FetchPartition(bm.TopicPartition(body.topic, body.partition), body.offset)
+        return "fetch", bm.FetchRecordsRequest((part,), max_wait_ms=body.max_wait_ms, min_bytes=1)
+    if isinstance(body, queue.CreateTopic):
+        topic = bm.NewTopic(body.topic, body.partitions, body.replication_factor, configs=body.configs)
+        return "create_topics", bm.CreateTopicsRequest((topic,), timeout_ms=body.timeout_ms)
+    raise TypeError(f"not a queue request body: {body!r}")
+
+
+def broker_answer(body: Any, response: Any) -> Any:
+    """The queue reply body for the broker's `response` to `body`."""
+    if isinstance(body, queue.Metadata):
+        for topic in response.topics:
+            if topic.name == body.topic and topic.error == bm.BrokerError.NONE:
+                return queue.MetadataReply(
+                    tuple(
+                        queue.PartitionInfo(
+                            p.partition,
+                            f"n{p.leader}" if p.leader is not None and p.leader >= 0 else None,
+                            len(p.isr),
+                            int(p.error),
+                        )
+                        for p in topic.partitions
+                    )
+                )
+        return queue.MetadataReply(None)
+    if isinstance(body, queue.Produce):
+        part = response.partitions[0]
+        return queue.Produced(int(part.error), part.error.name.lower(), part.base_offset)
+    if isinstance(body, queue.Fetch):
+        if response.error != bm.BrokerError.NONE:
+            return queue.Fetched(int(response.error), response.error.name.lower())
+        part = response.partitions[0]
+        if part.error != bm.BrokerError.NONE:
+            return queue.Fetched(int(part.error), part.error.name.lower())
+        records = tuple((b.base_offset, b.data) for b in part.batches)
+        return queue.Fetched(0, "none", part.high_watermark, records)
+    result = response.topics[0]
+    return queue.TopicCreated(int(result.error), result.error.name.lower(), result.error_message)

@@ -1,0 +1,144 @@
+"""The queue workload's bodies over the Kafka wire: each body one encoded Kafka request, each answer decoded
+(against an in-memory broker speaking the wire protocol), and no answer reported as a Failure."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+from harness.db.kafka_wire import KafkaWire
+from nodes.kafka import protocol as kp
+from nodes.kafka.records import build_batch, encode_batch, iter_batches
+from nodes.runtime.client import ConnectError, RequestTimeoutError
+from workloads import queue as q
+from workloads.protocol import Failure, Reply, Request
+
+
+class FakeBroker:
+    """One node's client listener: every partition of t0 led by n2; Produce appends, Fetch reads."""
+
+    def __init__(self) -> None:
+        self.logs: dict[int, list[bytes]] = {}
+        self.calls: list[tuple[int, int]] = []
+        self.fail: BaseException | None = None
+
+    async def send(
+        self, api: int, version: int, payload: bytes, *, timeout: float, expect_response: bool = True
+    ) -> memoryview | None:
+        self.calls.append((api, version))
+        if self.fail is not None:
+            raise self.fail
+        return None if not expect_response else memoryview(self.answer(api, version, bytes(payload)))
+
+    def answer(self, api: int, version: int, payload: bytes) -> bytes:
+        if api == kp.ApiKey.METADATA:
+            parts = [kp.MetadataResponsePartition(0, i, 2, 1, [1, 2, 3], [2, 3], []) for i in range(3)]
+            parts[2] = kp.MetadataResponsePartition(5, 2, -1, 1, [1, 2, 3], [], [])  # leader not available
+            topic = kp.MetadataResponseTopic(error_code=0, name="t0", partitions=parts)
+            return kp.MetadataResponse(brokers=[], controller_id=1, topics=[topic]).encode(version)
+        if api == kp.ApiKey.PRODUCE:
+            request = kp.ProduceRequest.decode(payload, version)
+            part = request.topic_data[0].partition_data[0]
+            log = self.logs.setdefault(part.index, [])
+            base = len(log)
+            for batch in iter_batches(part.records):
+                log.extend(value for _o, _t, _k, value, _h in batch.entries())
+            response = kp.PartitionProduceResponse(index=part.index, error_code=0, base_offset=base, record_errors=[])
+            topic = kp.TopicProduceResponse(name="t0", partition_responses=[response])
+            return kp.ProduceResponse(responses=[topic], throttle_time_ms=0).encode(version)
+        if api == kp.ApiKey.FETCH:
+            request = kp.FetchRequest.decode(payload, version)
+            p = request.topics[0].partitions[0]
+            log = self.logs.get(p.partition, [])
+            if p.fetch_offset > len(log):
+                answer = kp.FetchResponsePartition(partition_index=p.partition, error_code=1, high_watermark=len(log))
+            else:
+                # one batch holding everything from offset 1: a fetch from 2 also gets offset 1
+                start = max(0, min(p.fetch_offset, 1))
+                entries = [(None, v) for v in log[start:]]
+                records = encode_batch(build_batch(entries, base_offset=start)) if entries else b""
+                answer = kp.FetchResponsePartition(
+                    partition_index=p.partition, error_code=0, high_watermark=len(log), records=records
+                )
+            topic = kp.FetchResponseTopic(topic="t0", partitions=[answer])
+            return kp.FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=[topic]).encode(version)
+        request = kp.CreateTopicsRequest.decode(payload, version)
+        t = request.topics[0]
+        assert (t.num_partitions, t.replication_factor) == (3, 3)
+        assert {(c.name, c.value) for c in t.configs} >= {("min.insync.replicas", "2")}
+        result = kp.CreatableTopicResult(name=t.name, error_code=36, error_message="exists")
+        return kp.CreateTopicsResponse(throttle_time_ms=0, topics=[result]).encode(version)
+
+
+def wire_with(broker: FakeBroker) -> KafkaWire:
+    wire = KafkaWire({"n1": ("127.0.0.1", 1), "n2": ("127.0.0.1", 2)}, random.Random(0))
+    wire._conn = lambda node, timeout: broker  # type: ignore[method-assign,assignment,return-value]
+    return wire
+
+
+def call(wire: KafkaWire, body: Any, node: str = "n2") -> Reply | Failure:
+    return asyncio.run(wire.call(Request(node, body, 1.0)))
+
+
+def test_each_queue_body_is_one_kafka_request_and_its_answer_decoded() -> None:
+    broker = FakeBroker()
+    wire = wire_with(broker)
+    meta = call(wire, q.Metadata("t0"))
+    assert isinstance(meta, Reply)
+    led = q.PartitionInfo(0, "n2", 2), q.PartitionInfo(1, "n2", 2), q.PartitionInfo(2, None, 0, 5)
+    assert meta.body == q.MetadataReply(led)
+    for value in (b"41", b"42", b"43"):
+        produced = call(wire, q.Produce("t0", 1, value, -1))
+        assert isinstance(produced, Reply) and produced.body.error == 0
+    assert produced.body == q.Produced(0, "none", 2)
+    assert broker.logs == {1: [b"41", b"42", b"43"]}
+    fetched = call(wire, q.Fetch("t0", 1, 2))
+    assert fetched == Reply(q.Fetched(0, "none", 3, ((1, b"42"), (2, b"43"))))  # the client drops offset 1
+    out_of_range = call(wire, q.Fetch("t0", 1, 9))
+    assert out_of_range == Reply(q.Fetched(1, "offset_out_of_range"))
+    created = call(wire, workload_topic())
+    assert created == Reply(q.TopicCreated(36, "topic_already_exists", "exists"))
+    assert [api for api, _ in broker.calls] == [3, 0, 0, 0, 1, 1, 19]
+
+
+def workload_topic() -> q.CreateTopic:
+    return q.QueueWorkload(["n1"], 0).create_topic()
+
+
+def test_an_acks_0_produce_expects_no_answer() -> None:
+    broker = FakeBroker()
+    assert call(wire_with(broker), q.Produce("t0", 0, b"5", 0)) == Reply(None)
+    assert broker.logs == {}  # the fake answers nothing when no answer is expected
+
+
+def test_no_answer_is_a_failure_sent_unless_the_connection_never_opened() -> None:
+    broker = FakeBroker()
+    wire = wire_with(broker)
+    broker.fail = ConnectError("refused")
+    assert call(wire, q.Produce("t0", 0, b"5", -1)) == Failure("connect: refused", sent=False)
+    broker.fail = RequestTimeoutError("slow")
+    assert call(wire, q.Produce("t0", 0, b"5", -1)) == Failure("timeout", sent=True)
+    broker.fail = ConnectionResetError("reset")
+    answer = call(wire, q.Fetch("t0", 0, 0))
+    assert isinstance(answer, Failure) and answer.sent and "reset" in answer.reason
+
+
+def test_the_sans_io_client_over_the_wire_sends_and_polls() -> None:
+    """The shared client driven over this transport: find the leader, send, poll from the position."""
+    broker = FakeBroker()
+    wire = wire_with(broker)
+    w = q.QueueWorkload(["n1", "n2"], 3)
+    client = w.client(0, 0)
+
+    def run(op: dict[str, Any]) -> Any:
+        step = client.invoke(op)
+        while isinstance(step, Request):
+            step = client.receive(asyncio.run(wire.call(step)))
+        return step
+
+    assert run({"f": "send", "key": "t0-0", "value": 7}).value == [0, 7]
+    assert run({"f": "send", "key": "t0-2", "value": 8}).error == "leader-not-available"
+    assert run({"f": "assign", "key": None, "value": ["t0-0"]}).type == "ok"
+    assert run({"f": "poll", "key": "t0-0"}).value == [[0, 7]]
+    assert run({"f": "poll", "key": "t0-0"}).value == []

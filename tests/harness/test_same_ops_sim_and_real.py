@@ -1,0 +1,88 @@
+"""One test, two runtimes: the same seed gives the same operations to the same processes in the simulator
+and on a real cluster, up to the first fault (the shared workload, generators and interpreter)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkers.history import Op
+from harness.runner.run import run_real
+from harness.sim.cluster import SimOptions, Simulation
+
+SEED, NODES, CONCURRENCY, SECONDS = 5, 3, 4, 4.0
+# a few operations per second: every thread is free when drawn on both runtimes, however long an operation takes
+RATE = 5.0
+QUEUE = {"acks": "all", "partitions": 3, "replication_factor": 3, "min_isr": 2, "unclean": False, "allow": []}
+
+
+def before_first_fault(ops: list[Op]) -> list[tuple[Any, ...]]:
+    out = []
+    for op in ops:
+        if op.process == "nemesis":
+            break
+        if op.type == "invoke":
+            out.append((op.f, op.key, op.value, op.process))
+    return out
+
+
+def simulated(workload: str) -> list[tuple[Any, ...]]:
+    opts = SimOptions(
+        seed=SEED, nodes=NODES, concurrency=CONCURRENCY, time_limit=SECONDS, nemeses=[], rate=RATE, workload=workload
+    )
+    return before_first_fault(Simulation(opts).run().recorder.ops)
+
+
+def real(backend: str, run_dir: Path, workload: str) -> list[tuple[Any, ...]]:
+    args = argparse.Namespace(
+        workload=workload,
+        backend=backend,
+        nemesis="none",
+        nemeses=[],
+        nodes=NODES,
+        concurrency=CONCURRENCY,
+        time_limit=SECONDS,
+        seed=SEED,
+        bug=[],
+        interval=5.0,
+        check_time_limit=60,
+        quiet=True,
+        rate=RATE,
+        ssh_hosts=None,
+        ssh_user="root",
+        ssh_key=None,
+        ssh_known_hosts=None,
+        **QUEUE,
+    )
+    (run_dir / "logs").mkdir(parents=True, exist_ok=True)  # as `kraftwerk test` lays out a run
+    results, history = run_real(args, run_dir)
+    assert results["valid"] is True, results
+    main = json.loads((run_dir / "schedule.json").read_text())["ops"]  # the main phase's ops (no final reads)
+    return before_first_fault(history.ops)[: len(main)]
+
+
+def same_ops(backend: str, tmp_path: Path, workload: str = "register") -> None:
+    sim = simulated(workload)
+    on_cluster = real(backend, tmp_path, workload)
+    assert len(sim) >= 10 and len({p for *_, p in sim}) > 1  # enough operations, on more than one process
+    n = min(len(sim), len(on_cluster))
+    assert abs(len(sim) - len(on_cluster)) <= 1  # an op due right at the time limit may fall either side
+    assert on_cluster[:n] == sim[:n]
+
+
+def test_the_same_seed_gives_the_same_ops_in_the_simulator_and_on_local(tmp_path: Path) -> None:
+    same_ops("local", tmp_path)
+
+
+def test_the_same_seed_gives_the_same_queue_ops_in_the_simulator_and_on_local(tmp_path: Path) -> None:
+    same_ops("local", tmp_path, "queue")
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_the_same_seed_gives_the_same_ops_in_the_simulator_and_on_docker(tmp_path: Path) -> None:
+    same_ops("docker", tmp_path)

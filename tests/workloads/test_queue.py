@@ -1,0 +1,310 @@
+"""The queue workload's sans-IO client, generators, setup and final drain, without any runtime."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from workloads import generator as gen
+from workloads import queue as q
+from workloads.protocol import Completion, Failure, Reply, Request
+
+NODES = ["n1", "n2", "n3"]
+
+
+def ctx(workers: dict[Any, Any], free: set[Any] | None = None, time: int = 0) -> gen.Context:
+    return gen.Context(time, workers, frozenset(workers if free is None else free), random.Random(0))
+
+
+def metadata(*leaders: str | None, isr: int = 3) -> Reply:
+    parts = tuple(q.PartitionInfo(i, leader, isr) for i, leader in enumerate(leaders))
+    return Reply(q.MetadataReply(parts))
+
+
+def workload(**kw: Any) -> q.QueueWorkload:
+    return q.QueueWorkload(NODES, 1, **kw)
+
+
+def test_send_finds_the_leader_by_metadata_then_produces_to_it() -> None:
+    w = workload()
+    c = w.client(0, 0)
+    step = c.invoke({"f": "send", "key": "t0-1", "value": 7, "process": 0})
+    assert isinstance(step, Request) and step.body == q.Metadata("t0") and step.node in NODES
+    assert step.timeout_s == w.timeout_s
+    step = c.receive(metadata("n1", "n3", None))
+    assert step == Request("n3", q.Produce("t0", 1, b"7", -1), w.timeout_s)
+    done = c.receive(Reply(q.Produced(0, "none", 4)))
+    assert done == Completion("ok", [4, 7], None, "n3")
+    assert w.acked_max == {"t0-1": 4}
+    # the leader is remembered: the next send goes straight to it
+    again = c.invoke({"f": "send", "key": "t0-1", "value": 8})
+    assert again == Request("n3", q.Produce("t0", 1, b"8", -1), w.timeout_s)
+
+
+def test_produce_errors_are_fail_when_nothing_was_appended_and_info_otherwise() -> None:
+    w = workload()
+    for code, outcome in [(6, "info"), (19, "fail"), (20, "info"), (7, "info"), (2, "fail"), (99, "info")]:
+        c = w.client(0, 0)
+        c.leaders["t0-0"] = "n2"
+        assert isinstance(c.invoke({"f": "send", "key": "t0-0", "value": 1}), Request)
+        done = c.receive(Reply(q.Produced(code, f"e{code}")))
+        assert done == Completion(outcome, 1, f"e{code}", "n2"), code
+        assert ("t0-0" in c.leaders) == (code not in q.REFRESH)
+
+
+def test_no_answer_is_info_for_a_send_that_left_and_fail_otherwise() -> None:
+    w = workload()
+    c = w.client(0, 0)
+    c.leaders["t0-0"] = "n2"
+    c.invoke({"f": "send", "key": "t0-0", "value": 1})
+    assert c.receive(Failure("timeout", sent=True)) == Completion("info", 1, "timeout", "n2")
+    assert c.leaders == {}  # forget the leader: it may have moved
+    c.leaders["t0-0"] = "n2"
+    c.invoke({"f": "send", "key": "t0-0", "value": 2})
+    assert c.receive(Failure("refused", sent=False)) == Completion("fail", 2, "refused", "n2")
+    # metadata that got no answer: the record was never sent
+    step = c.invoke({"f": "send", "key": "t0-0", "value": 3})
+    assert isinstance(step, Request) and isinstance(step.body, q.Metadata)
+    assert c.receive(Failure("timeout", sent=True)).type == "fail"  # type: ignore[union-attr]
+    # nobody leads the partition yet
+    step = c.invoke({"f": "send", "key": "t0-0", "value": 4})
+    assert isinstance(step, Request)
+    assert c.receive(metadata(None, "n1", "n1")) == Completion("fail", 4, "leader-not-available", step.node)
+    assert c.leaders == {"t0-1": "n1", "t0-2": "n1"}
+
+
+def test_a_metadata_leader_that_is_no_known_node_is_not_used() -> None:
+    c = workload().client(0, 0)
+    c.invoke({"f": "send", "key": "t0-0", "value": 1})
+    assert c.receive(metadata("n9")).type == "fail"  # type: ignore[union-attr]
+
+
+def test_acks_0_sends_are_always_info() -> None:
+    w = workload(acks="0")
+    c = w.client(0, 0)
+    c.leaders["t0-0"] = "n1"
+    step = c.invoke({"f": "send", "key": "t0-0", "value": 5})
+    assert isinstance(step, Request) and step.body.acks == 0
+    assert c.receive(Reply(None)) == Completion("info", 5, "acks=0: no answer", "n1")
+    assert w.acked_max == {}
+
+
+def test_poll_reads_from_the_process_position_and_assign_resets_it() -> None:
+    w = workload()
+    c = w.client(0, 0)
+    assert c.invoke({"f": "poll", "key": "t0-0"}) == Completion("fail", None, "not-assigned", None)
+    assert c.invoke({"f": "assign", "key": None, "value": ["t0-0", "t0-2"]}) == Completion("ok", ["t0-0", "t0-2"])
+    c.leaders["t0-0"] = "n1"
+    assert c.invoke({"f": "poll", "key": "t0-0"}) == Request("n1", q.Fetch("t0", 0, 0), w.timeout_s)
+    records = ((0, b"5"), (1, b"x"), (2, b"9"))
+    done = c.receive(Reply(q.Fetched(0, "none", 3, records)))
+    assert done == Completion("ok", [[0, 5], [1, "x"], [2, 9]], None, "n1")
+    assert c.consumer.positions["t0-0"] == 3 and "t0-0" in c.consumer.polled
+    step = c.invoke({"f": "poll", "key": "t0-0"})
+    assert isinstance(step, Request) and step.body.offset == 3
+    # records below the position (a batch that starts earlier) are not read again
+    assert c.receive(Reply(q.Fetched(0, "none", 4, ((2, b"9"), (3, b"10"))))).value == [[3, 10]]  # type: ignore[union-attr]
+    c.invoke({"f": "poll", "key": "t0-0"})
+    assert c.receive(Reply(q.Fetched(0, "none", 4))).value == []  # type: ignore[union-attr]
+    assert "t0-0" in c.consumer.at_end
+    c.invoke({"f": "assign", "key": None, "value": ["t0-0"]})
+    assert c.consumer.positions == {"t0-0": 0} and not c.consumer.at_end and not c.consumer.polled
+
+
+def test_failed_polls_leave_the_position_except_when_the_log_was_truncated_below_it() -> None:
+    w = workload()
+    c = w.client(0, 0)
+    c.invoke({"f": "assign", "key": None, "value": ["t0-0"]})
+    c.consumer.positions["t0-0"] = 5
+    c.leaders["t0-0"] = "n1"
+    c.invoke({"f": "poll", "key": "t0-0"})
+    assert c.receive(Reply(q.Fetched(6, "not_leader_or_follower"))) == Completion(
+        "fail", None, "not_leader_or_follower", "n1"
+    )
+    assert c.consumer.positions["t0-0"] == 5 and c.leaders == {}
+    c.leaders["t0-0"] = "n1"
+    c.invoke({"f": "poll", "key": "t0-0"})
+    assert c.receive(Failure("timeout", sent=True)).type == "fail"  # type: ignore[union-attr]
+    c.leaders["t0-0"] = "n1"
+    c.invoke({"f": "poll", "key": "t0-0"})
+    assert c.receive(Reply(q.Fetched(q.OFFSET_OUT_OF_RANGE, "offset_out_of_range"))).type == "fail"  # type: ignore[union-attr]
+    assert c.consumer.positions["t0-0"] == 0
+
+
+ANSWERS = st.one_of(
+    st.builds(Failure, st.sampled_from(["timeout", "closed", "refused"]), st.booleans()),
+    st.builds(lambda ls: metadata(*ls), st.lists(st.sampled_from([None, "n1", "n2", "n9"]), min_size=3, max_size=3)),
+    st.builds(lambda e, o: Reply(q.Produced(e, "e", o)), st.sampled_from([0, 2, 6, 7, 19, 20]), st.integers(0, 9)),
+    st.builds(
+        lambda e, hw, n: Reply(q.Fetched(e, "e", hw, tuple((i, str(i).encode()) for i in range(n)))),
+        st.sampled_from([0, 1, 6]),
+        st.integers(0, 9),
+        st.integers(0, 5),
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ops=st.lists(st.sampled_from(["send", "poll", "assign"]), min_size=1, max_size=20),
+    answers=st.lists(ANSWERS, min_size=40, max_size=40),
+)
+def test_every_operation_completes_with_an_outcome_its_requests_allow(ops: list[str], answers: list[Any]) -> None:
+    """Whatever comes back: at most two requests per operation (metadata, then the leader's), polls are
+    never info, a send is info only after a Produce left, and an ok send's value is [offset, value]."""
+    w = workload()
+    c = w.client(0, 0)
+    feed = iter(answers)
+    for i, f in enumerate(ops):
+        op = {"f": f, "key": "t0-1", "value": ["t0-1"] if f == "assign" else (i if f == "send" else None)}
+        step = c.invoke(op)
+        bodies = []
+        while isinstance(step, Request):
+            bodies.append(step.body)
+            assert len(bodies) <= 2 and step.node in NODES
+            answer = next(feed)
+            if isinstance(answer, Reply) and not isinstance(answer.body, type(_expected(step.body))):
+                answer = Failure("closed", sent=True)  # keep replies the right kind for the request
+            step = c.receive(answer)
+        assert step.type in ("ok", "fail", "info")
+        if f == "poll":
+            assert step.type != "info"
+        if f == "send" and step.type == "info":
+            assert any(isinstance(b, q.Produce) for b in bodies)
+        if f == "send" and step.type == "ok":
+            assert step.value[1] == i
+
+
+def _expected(body: Any) -> Any:
+    return {
+        q.Metadata: q.MetadataReply(()),
+        q.Produce: q.Produced(0, ""),
+        q.Fetch: q.Fetched(0, ""),
+    }[type(body)]
+
+
+def test_main_ops_are_drawn_per_process_assignment_with_unique_values() -> None:
+    w = workload()
+    expected = q.QueueGenerator(random.Random("workload-1"), 3)
+    g: Any = w.generator()
+    assigned: list[str] = []
+    for _ in range(200):
+        op, g = g.op(ctx({0: 0}))
+        want = expected.next(assigned)
+        assert (op["f"], op["key"], op["value"]) == (want.f, want.key, want.value) and op["process"] == 0
+        if op["f"] == "assign":
+            assigned = list(op["value"])
+            w.consumer(0).assign(op["value"])
+    sends = [o for o in (g.op(ctx({0: 0}))[0] for _ in range(100)) if o["f"] == "send"]
+    assert len({s["value"] for s in sends}) == len(sends)
+    assert g.op(ctx({0: 10}))[0]["f"] == "assign"  # a new process (after an info) starts unassigned
+
+
+def _complete(g: gen.Generator, op: dict[str, Any], typ: str, value: Any = None, time: int = 0) -> gen.Generator:
+    event = {**op, "type": typ, "value": value, "time": time, "error": None if typ == "ok" else "no"}
+    out = g.update(ctx({0: 0}), event)
+    assert out is not None
+    return out
+
+
+def test_setup_creates_the_topic_then_waits_for_every_node_to_see_it_led() -> None:
+    w = workload()
+    g: Any = w.setup()
+    op, g = g.op(ctx({0: 0, 1: 1}))
+    assert (op["f"], op["node"], op["process"]) == ("create-topic", "n1", 0)
+    assert g.op(ctx({0: 0, 1: 1}, free={1}))[0] is gen.PENDING  # one op at a time, on thread 0 only
+    g = _complete(g, op, "fail", time=10)
+    op, g = g.op(ctx({0: 0}, time=11))
+    assert (op["f"], op["node"]) == ("create-topic", "n2") and op["time"] == 10 + int(q.SETUP_RETRY_S * gen.SECOND)
+    g = _complete(g, op, "ok")
+    leaders = {"t0-0": "n1", "t0-1": "n2", "t0-2": "n3"}
+    for node in NODES:
+        op, g = g.op(ctx({0: 0}))
+        assert (op["f"], op["node"]) == ("topic-ready", node)
+        g = _complete(g, op, "fail")
+        op, g = g.op(ctx({0: 0}))
+        assert op["node"] == node
+        g = _complete(g, op, "ok", leaders)
+    assert g.op(ctx({0: 0})) is None
+    assert w.partition_leaders == leaders
+
+
+def test_the_client_runs_the_setup_ops_on_the_node_they_name() -> None:
+    w = workload(partitions=2, min_isr=2, unclean=True)
+    c = w.client(0, 0)
+    step = c.invoke({"f": "create-topic", "node": "n2"})
+    configs = (("min.insync.replicas", "2"), ("unclean.leader.election.enable", "true"))
+    assert step == Request("n2", q.CreateTopic("t0", 2, 3, configs), w.timeout_s)
+    assert c.receive(Reply(q.TopicCreated(q.TOPIC_ALREADY_EXISTS, "topic_already_exists"))).type == "ok"  # type: ignore[union-attr]
+    c.invoke({"f": "create-topic", "node": "n2"})
+    assert c.receive(Reply(q.TopicCreated(38, "invalid_replication_factor", "only 2"))).error == (  # type: ignore[union-attr]
+        "create-topics: invalid_replication_factor only 2"
+    )
+    assert c.invoke({"f": "topic-ready", "node": "n3"}) == Request("n3", q.Metadata("t0"), w.timeout_s)
+    assert c.receive(Reply(q.MetadataReply(None))).type == "fail"  # type: ignore[union-attr]
+    c.invoke({"f": "topic-ready", "node": "n3"})
+    assert c.receive(metadata("n1", "n2", isr=1)).type == "fail"  # type: ignore[union-attr]  # ISR too small
+    c.invoke({"f": "topic-ready", "node": "n3"})
+    assert c.receive(metadata("n1")).type == "fail"  # type: ignore[union-attr]  # a partition missing
+    c.invoke({"f": "topic-ready", "node": "n3"})
+    assert c.receive(metadata("n1", "n2")) == Completion("ok", {"t0-0": "n1", "t0-1": "n2"}, None, "n3")
+
+
+def test_final_drain_assigns_then_polls_each_key_past_the_acked_end() -> None:
+    w = workload(partitions=2)
+    w.note_ack("t0-0", 4)
+    w.note_ack("t0-0", 2)  # lower offsets never lower the acked end
+    drain: Any = gen.on_threads(lambda t: t == 0, w.final([], 3))
+    c0 = ctx({0: 0, 1: 1})
+    consumer = w.consumer(0)
+    consumer.assign(["t0-0"])
+    consumer.positions["t0-0"] = 9  # read far in the main phase: the final phase starts again at 0
+    op, drain = drain.op(c0)
+    assert (op["f"], op["value"], op["process"]) == ("assign", ["t0-0"], 0)
+    consumer.assign(op["value"])
+    op, drain = drain.op(c0)
+    assert (op["f"], op["key"]) == ("poll", "t0-0")
+    consumer.polled.add("t0-0")
+    consumer.positions["t0-0"] = 3  # not yet past offset 4
+    assert drain.op(c0)[0]["f"] == "poll"
+    assert drain.op(ctx({0: 0, 1: 1}, free={1}))[0] is gen.PENDING  # its thread is busy
+    consumer.positions["t0-0"] = 5
+    assert drain.op(c0) is None  # thread 0 drains only t0-0 (t0-1 is thread 1's)
+
+
+def test_final_drain_polls_a_key_with_no_acked_send_once_and_reassigns_for_a_new_process() -> None:
+    w = workload(partitions=1)
+    drain: Any = w.final([], 1)
+    op, drain = drain.op(ctx({0: 0}))
+    w.consumer(0).assign(op["value"])
+    op, drain = drain.op(ctx({0: 0}))
+    assert op["f"] == "poll"  # nothing acked, but it must be read once
+    op, drain = drain.op(ctx({0: 1}))  # the poll crashed its process: the new one assigns again
+    assert (op["f"], op["process"]) == ("assign", 1)
+
+
+def test_final_drain_gives_up_on_a_partition_whose_end_stays_short_of_the_acked_offset() -> None:
+    w = workload(partitions=1)
+    w.note_ack("t0-0", 10)  # acknowledged, then lost with its leader (acks=1)
+    drain: Any = w.final(["t0-0"], 1)
+    op, drain = drain.op(ctx({0: 0}))
+    consumer = w.consumer(0)
+    consumer.assign(op["value"])
+    consumer.polled.add("t0-0")
+    consumer.positions["t0-0"] = 6
+    consumer.at_end.add("t0-0")
+    op, drain = drain.op(ctx({0: 0}, time=100))
+    assert op["f"] == "poll" and op["time"] == 100 + int(q.END_POLL_S * gen.SECOND)  # at the end: poll again later
+    op, drain = drain.op(ctx({0: 0}, time=100 + int(q.END_QUIET_S * gen.SECOND) - 1))
+    assert op["f"] == "poll"
+    assert drain.op(ctx({0: 0}, time=100 + int(q.END_QUIET_S * gen.SECOND))) is None
+
+
+def test_options_and_from_options_round_trip() -> None:
+    w = q.from_options(["n2", "n1"], 5, {"acks": "1", "partitions": 2, "min-isr": 1, "unclean": True})
+    assert w.nodes == ["n1", "n2"] and w.all_keys() == ["t0-0", "t0-1"]
+    assert w.options() == {"acks": 1, "partitions": 2, "replication-factor": 3, "min-isr": 1, "unclean": True}
+    assert q.from_options(["n1"], 5, w.options()).options() == w.options()
