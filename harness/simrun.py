@@ -148,6 +148,22 @@ def load_run(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str,
     return test, schedule
 
 
+def write_node_files(
+    run_dir: Path,
+    events: list[dict[str, Any]],
+    logs: dict[str, list[dict[str, Any]]],
+    partition_logs: dict[str, dict[str, list[dict[str, Any]]]],
+) -> None:
+    """events.jsonl, logs/<node>.jsonl and logs/partitions/<partition>/<node>.jsonl of a simulated run."""
+    write_jsonl(run_dir / "events.jsonl", events)
+    for node, entries in logs.items():
+        write_jsonl(run_dir / "logs" / f"{node}.jsonl", entries)
+    for tp, dumps in partition_logs.items():
+        (run_dir / "logs" / "partitions" / tp).mkdir(parents=True, exist_ok=True)
+        for node, entries in dumps.items():
+            write_jsonl(run_dir / "logs" / "partitions" / tp / f"{node}.jsonl", entries)
+
+
 def store_run(run_dir: Path, checked: Checked, test: dict[str, Any]) -> None:
     """Write a checked run's files (the history is already there when it was streamed)."""
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -158,13 +174,7 @@ def store_run(run_dir: Path, checked: Checked, test: dict[str, Any]) -> None:
 
         write_history(sim.recorder.ops, run_dir / "history.jsonl")
     write_json(run_dir / "test.json", test)
-    write_jsonl(run_dir / "events.jsonl", sim.events)
-    for node, entries in sim.logs.items():
-        write_jsonl(run_dir / "logs" / f"{node}.jsonl", entries)
-    for tp, dumps in checked.partition_logs.items():
-        (run_dir / "logs" / "partitions" / tp).mkdir(parents=True, exist_ok=True)
-        for node, entries in dumps.items():
-            write_jsonl(run_dir / "logs" / "partitions" / tp / f"{node}.jsonl", entries)
+    write_node_files(run_dir, sim.events, sim.logs, checked.partition_logs)
     write_json(run_dir / "schedule.json", sim.schedule_document(checked.opts))
     lin = checked.results.get("linearizable", {})
     if lin.get("valid") is False:

@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
         return run_real_test(spec, run_dir, replay, quiet=args.quiet)
     from harness.checks import check_run
     from harness.sim.cluster import Simulation
-    from harness.simrun import sim_options
+    from harness.simrun import sim_options, write_node_files
 
     opts = sim_options(spec)
     sim = Simulation(opts, history_path=str(run_dir / "history.jsonl"))
@@ -220,13 +220,7 @@ def run(args: argparse.Namespace) -> int:
         f"({result.stats['speedup']}x): {result.stats['operations']} operations, "
         f"{result.stats['restarts']} restarts; history sha256 {result.stats['history-sha256'][:16]}…"
     )
-    write_jsonl(run_dir / "events.jsonl", result.events)
-    for node, entries in result.logs.items():
-        write_jsonl(run_dir / "logs" / f"{node}.jsonl", entries)
-    for tp, dumps in sim.partition_dumps.items():
-        (run_dir / "logs" / "partitions" / tp).mkdir(parents=True, exist_ok=True)
-        for node, entries in dumps.items():
-            write_jsonl(run_dir / "logs" / "partitions" / tp / f"{node}.jsonl", entries)
+    write_node_files(run_dir, result.events, result.logs, sim.partition_dumps)
     for node in sim.names:
         (run_dir / "nodes" / node).mkdir(exist_ok=True)
         write_jsonl(run_dir / "nodes" / node / "events.jsonl", [e for e in result.events if e.get("node") == node])
@@ -244,15 +238,7 @@ def run(args: argparse.Namespace) -> int:
         allow=spec.allow,
     )
     results["run"] = {**result.stats, "run-dir": str(run_dir), "reproduce": replay}
-    if results.get("linearizable", {}).get("valid") is False:
-        from checkers.linearizable.timeline import write_timeline
-
-        results["linearizable"]["html"] = write_timeline(
-            history, results["linearizable"], str(run_dir / "timeline.html")
-        )
-    write_json(run_dir / "results.json", results)
-    _report(results, run_dir, replay)
-    return exit_code(results["valid"])
+    return _finish(results, history, run_dir, replay)
 
 
 def run_real_test(
@@ -275,6 +261,11 @@ def run_real_test(
         print(f"kraftwerk test: {e}", file=sys.stderr)
         return EXIT_INTERNAL
     results["run"].update({"run-dir": str(run_dir), "reproduce": replay})
+    return _finish(results, history, run_dir, replay)
+
+
+def _finish(results: dict[str, Any], history: Any, run_dir: Path, replay: str) -> int:
+    """Write results.json (and the failing key's timeline), print the verdict and the report; the exit code."""
     if results.get("linearizable", {}).get("valid") is False:
         from checkers.linearizable.timeline import write_timeline
 
