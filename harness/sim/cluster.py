@@ -36,6 +36,7 @@ from harness.sim.node import SimNode
 from harness.sim.transport import SimTransport
 from harness.streams import stream
 from nodes.broker import BrokerConfig, BrokerNode
+from nodes.broker.partition import Role
 from nodes.kv.node import KVNode
 from nodes.raft import RaftConfig, digest
 from nodes.runtime.lanes import connection_timeout_ms
@@ -269,11 +270,30 @@ class Simulation:
                 best = n
         return best
 
+    def fault_leader(self) -> str | None:
+        """What a "leader" fault target means, as on real clusters (`NodeDB.leader`, `partition_leader`):
+        the quorum leader; for a Kafka-style workload the node leading the most partitions (ties: the
+        leader of the first such partition), by the brokers' own views among nodes that would answer."""
+        quorum = self.leader()
+        if self.workload.api != "kafka":
+            return quorum.name if quorum is not None else None
+        best: dict[str, tuple[int, str]] = {}
+        for n in self.nodes.values():
+            if not n.alive or n.paused or n.core is None or not hasattr(n.core, "replicas"):
+                continue
+            for tp, p in n.core.replicas.partitions.items():
+                if p.role is Role.LEADER and p.leader_epoch > best.get(str(tp), (-2, ""))[0]:
+                    best[str(tp)] = (p.leader_epoch, n.name)
+        if not best:
+            return quorum.name if quorum is not None else None
+        leaders = [name for _, (_, name) in sorted(best.items())]
+        return max(leaders, key=leaders.count)
+
     # ------------------------------------------------------------------ nemesis
     def _fault(self, event: dict[str, Any]) -> None:
         """Apply a schedule event (harness.nemesis.interpreter) and record it in the history."""
-        leader = self.leader() if self.nemesis.needs_leader(event) else None
-        applied = self.nemesis.apply(event, leader.name if leader is not None else None)
+        leader = self.fault_leader() if self.nemesis.needs_leader(event) else None
+        applied = self.nemesis.apply(event, leader)
         self.recorder.record("nemesis", "info", event["f"], applied.recorded)
 
     def _heal_all(self) -> None:
