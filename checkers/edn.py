@@ -218,13 +218,14 @@ _FLAT_PAIR = re.compile(r":([\w\-?!*.+/<>=]+)[ \t]+(" + _SCALAR + r")[ \t]*,?[ \
 _FLAT_LINE = re.compile(r"[ \t]*\{[ \t]*(?::[\w\-?!*.+/<>=]+[ \t]+" + _SCALAR + r"[ \t]*,?[ \t]*)*\}[ \t]*\r?")
 
 
-def _flat_value(text: str) -> Any:
+def _flat_value(text: str, plain: bool = False) -> Any:
+    """One scalar of a flat map line; `plain` reads keywords as plain strings."""
     c = text[0]
     if c == '"':
         body = text[1:-1]
         return _ESC_RE.sub(_unescape, body) if "\\" in body else body
     if c == ":":
-        return Keyword(text[1:])
+        return text[1:] if plain else Keyword(text[1:])
     if text == "nil":
         return None
     if text == "true":
@@ -235,19 +236,7 @@ def _flat_value(text: str) -> Any:
 
 
 def _flat_plain(text: str) -> Any:
-    c = text[0]
-    if c == '"':
-        body = text[1:-1]
-        return _ESC_RE.sub(_unescape, body) if "\\" in body else body
-    if c == ":":
-        return text[1:]
-    if text == "nil":
-        return None
-    if text == "true":
-        return True
-    if text == "false":
-        return False
-    return int(text)
+    return _flat_value(text, plain=True)
 
 
 def _read_lines(text: str, plain: bool = False) -> list[tuple[Any, int]] | None:
