@@ -71,6 +71,7 @@ def sim_options(spec: TestSpec, **knobs: Any) -> SimOptions:
         partitions=spec.partitions,
         unclean=spec.unclean,
         fsync_delay_ms=spec.fsync_delay,
+        rate=spec.rate,
         **knobs,
     )
 

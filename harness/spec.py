@@ -64,6 +64,7 @@ class TestSpec:
     ssh_known_hosts: str | None = None
     name: str = ""  # in the store; "" → WORKLOAD-BACKEND
     settle: float = 0.0  # replays of simulator runs: seconds from the heal to the final reads
+    rate: float = 100.0  # client operations per second, all threads together (Jepsen's stagger)
 
     def __post_init__(self) -> None:
         problem = self.problem()
@@ -78,6 +79,7 @@ class TestSpec:
         put(self, "interval", float(self.interval))
         put(self, "check_time_limit", float(self.check_time_limit))
         put(self, "settle", float(self.settle))
+        put(self, "rate", float(self.rate))
         put(self, "name", self.name or f"{self.workload}-{self.backend}")
         default = TestSpec.__dataclass_fields__
         if self.workload != "queue":
@@ -135,6 +137,8 @@ class TestSpec:
             return f"--fsync-delay must be 0 or more, got {self.fsync_delay}"
         if not self.settle >= 0:
             return f"settle must be 0 or more seconds, got {self.settle}"
+        if not 0 < self.rate <= 100_000:
+            return f"rate must be a positive number of operations per second, got {self.rate}"
         if self.backend == "ssh" and not self.ssh_hosts:
             return "--backend ssh needs --ssh-hosts FILE"
         if self.backend not in ("sim", "ssh") and self.ssh_hosts:
@@ -242,6 +246,7 @@ class TestSpec:
             ),
             "check-time-limit": self.check_time_limit,
             **({"settle-seconds": self.settle} if self.settle else {}),
+            **({"rate": self.rate} if self.rate != 100.0 else {}),
         }
 
     @classmethod
@@ -288,6 +293,7 @@ class TestSpec:
         take("ssh-key", "ssh_key", str)
         take("ssh-known-hosts", "ssh_known_hosts", str)
         take("settle-seconds", "settle", float)
+        take("rate", "rate", float)
         if "replication_factor" not in out and out.get("workload") == "queue":
             out["replication_factor"] = min(d["replication_factor"].default, out.get("nodes", d["nodes"].default))
         try:

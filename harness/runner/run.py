@@ -38,7 +38,7 @@ from harness.checks import check_run
 from harness.db.nodes import NodeDB, broker_properties
 from harness.db.nodes_transport import NodesTransport
 from harness.db.protocol import ClusterNotReady
-from harness.interpreter import RATE, SCHEDULE_FORMAT, client_phase
+from harness.interpreter import SCHEDULE_FORMAT, client_phase
 from harness.nemesis.schedule import generate
 from harness.recorder import Recorder
 from harness.runner.interpreter import Interpreter, close_loop, monotonic_clock
@@ -320,7 +320,7 @@ def _phases(
             args.seed, [h.name for h in db.hosts], list(args.nemeses), limit, args.interval, args.partition_kinds
         )
         main = gen.any_of(
-            client_phase(workload, limit, RATE),
+            client_phase(workload, limit, args.rate),
             gen.nemesis(gen.time_limit(limit, gen.schedule(schedule))),
         )
     progress.set_phase("main", limit)

@@ -383,7 +383,7 @@ def test_observable_explore_and_shrink_keep_an_anomaly_a_real_cluster_can_see(
     assert "only simulator invariants" in capsys.readouterr().err
     run = (tmp_path / "observable" / "latest").resolve()
     assert set(json.loads((run / "results.json").read_text())["anomaly-types"]) - set(NAMES)
-    assert run_shrink(argparse.Namespace(run_dir=str(run), budget="60s", quiet=True, observable=True)) == 1
+    assert run_shrink(argparse.Namespace(run_dir=str(run), budget="90s", quiet=True, observable=True)) == 1
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["observable"] is True and summary["anomaly-class"]
     assert not set(summary["anomaly-class"]) & set(NAMES)

@@ -3,7 +3,6 @@ and on a real cluster, up to the first fault (the shared workload, generators an
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -13,11 +12,12 @@ import pytest
 from checkers.history import Op
 from harness.runner.run import run_real
 from harness.sim.cluster import SimOptions, Simulation
+from harness.spec import TestSpec
 
 SEED, NODES, CONCURRENCY, SECONDS = 5, 3, 4, 4.0
 # a few operations per second: every thread is free when drawn on both runtimes, however long an operation takes
 RATE = 5.0
-QUEUE = {"acks": "all", "partitions": 3, "replication_factor": 3, "min_isr": 2, "unclean": False, "allow": []}
+QUEUE = {"acks": "all", "partitions": 3, "replication_factor": 3, "min_isr": 2, "unclean": False}
 
 
 def before_first_fault(ops: list[Op]) -> list[tuple[Any, ...]]:
@@ -38,28 +38,20 @@ def simulated(workload: str) -> list[tuple[Any, ...]]:
 
 
 def real(backend: str, run_dir: Path, workload: str) -> list[tuple[Any, ...]]:
-    args = argparse.Namespace(
+    spec = TestSpec(
         workload=workload,
         backend=backend,
-        nemesis="none",
-        nemeses=[],
+        nemeses=(),
         nodes=NODES,
         concurrency=CONCURRENCY,
         time_limit=SECONDS,
         seed=SEED,
-        bug=[],
-        interval=5.0,
         check_time_limit=60,
-        quiet=True,
         rate=RATE,
-        ssh_hosts=None,
-        ssh_user="root",
-        ssh_key=None,
-        ssh_known_hosts=None,
         **QUEUE,
     )
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)  # as `kraftwerk test` lays out a run
-    results, history = run_real(args, run_dir)
+    results, history = run_real(spec, run_dir, quiet=True)
     assert results["valid"] is True, results
     main = json.loads((run_dir / "schedule.json").read_text())["ops"]  # the main phase's ops (no final reads)
     return before_first_fault(history.ops)[: len(main)]
