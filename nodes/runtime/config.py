@@ -25,6 +25,8 @@ Accepted keys (anything else is an error naming the key):
 ``controller.quorum.retry.backoff.ms``      default 20
 ``queued.max.requests``                     request queue bound per listener, default 500
 ``socket.request.max.bytes``                largest accepted request frame, default 100 MiB
+``num.network.threads``                     processor threads per listener (socket I/O), default 3
+``num.io.threads``                          request handlers per listener, default 8
 ``kraftwerk.bugs``                          comma list of seeded bug names (DESIGN.md)
 ``kraftwerk.pre.vote``                      ``true``/``false`` (KIP-996 pre-vote), default false
 ``kraftwerk.seed``                          int seed for the election-timeout RNG (default: random)
@@ -106,6 +108,8 @@ class NodeConfig:
     client_listener_name: str = "CLIENT"
     queued_max_requests: int = 500
     socket_request_max_bytes: int = 100 * 1024 * 1024
+    num_network_threads: int = 3
+    num_io_threads: int = 8
     bugs: frozenset[str] = frozenset()
     seed: int | None = None
     volatile_writes: bool = False
@@ -132,6 +136,8 @@ _DEFAULTS: dict[str, str] = {
     "controller.quorum.retry.backoff.ms": "20",
     "queued.max.requests": "500",
     "socket.request.max.bytes": str(100 * 1024 * 1024),
+    "num.network.threads": "3",
+    "num.io.threads": "8",
     "kraftwerk.bugs": "",
     "kraftwerk.pre.vote": "false",
     "kraftwerk.seed": "",
@@ -385,6 +391,8 @@ def config_from_properties(props: Mapping[str, str]) -> NodeConfig:
         client_listener_name=others[0],
         queued_max_requests=_int("queued.max.requests", p["queued.max.requests"], 1),
         socket_request_max_bytes=_int("socket.request.max.bytes", p["socket.request.max.bytes"], 1024),
+        num_network_threads=_int("num.network.threads", p["num.network.threads"], 1, 64),
+        num_io_threads=_int("num.io.threads", p["num.io.threads"], 1, 256),
         bugs=_bugs("kraftwerk.bugs", p["kraftwerk.bugs"]),
         seed=_int("kraftwerk.seed", seed_text, -(2**63), 2**63 - 1) if seed_text else None,
         volatile_writes=_bool("kraftwerk.volatile.writes", p["kraftwerk.volatile.writes"]),

@@ -401,6 +401,8 @@ class NodeDriver:
         common = {
             "queued_max_requests": cfg.queued_max_requests,
             "socket_request_max_bytes": cfg.socket_request_max_bytes,
+            "num_processors": cfg.num_network_threads,
+            "num_handlers": cfg.num_io_threads,
         }
         self._controller_server = Server(
             self._raft_handler,
