@@ -22,8 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.checks import check_run  # noqa: E402
-from harness.sim.cluster import SimOptions, Simulation  # noqa: E402
+from harness.sim.cluster import RAFT_CONFIG, SimPlan, Simulation  # noqa: E402
 from harness.sim.engine import MS, SECOND  # noqa: E402
+from harness.spec import TestSpec  # noqa: E402
 
 BUGS = ["forget-vote", "restart-as-leader", "vote-ignores-log", "stale-read", "commit-old-epoch", "lazy-flush"]
 
@@ -31,7 +32,7 @@ BUGS = ["forget-vote", "restart-as-leader", "vote-ignores-log", "stale-read", "c
 def speed(seeds: int, time_limit: float, best_of: int = 1) -> None:
     rows = []
     for seed in range(seeds):
-        runs = [Simulation(SimOptions(seed=seed, time_limit=time_limit)).run().stats for _ in range(best_of)]
+        runs = [Simulation(TestSpec(seed=seed, time_limit=time_limit)).run().stats for _ in range(best_of)]
         rows.append(min(runs, key=lambda s: s["wall-seconds"]))  # the same run each time: keep the fastest
     speeds = [s["virtual-seconds"] / s["wall-seconds"] for s in rows]
     print(f"### Simulator speed ({seeds} seeds, 5 nodes, 10 clients, all nemeses, {time_limit:g} s main phase)\n")
@@ -50,8 +51,8 @@ def election(kills: int, seed: int = 1) -> None:
         at = int((4 + k * interval) * SECOND)
         schedule.append({"at": at, "package": "kill", "f": "kill", "value": "leader"})
         schedule.append({"at": at + 3 * SECOND, "package": "kill", "f": "start", "value": None})
-    opts = SimOptions(seed=seed, time_limit=4 + kills * interval, schedule=schedule, nemeses=["kill"])
-    sim = Simulation(opts)
+    spec = TestSpec(seed=seed, time_limit=4 + kills * interval, nemeses=("kill",))
+    sim = Simulation(spec, SimPlan(schedule=schedule))
     samples: list[float] = []
     pending: dict[str, int] = {}  # killed leader's name -> (kill time, epoch)
     kill_state: list[tuple[int, int]] = []
@@ -80,9 +81,9 @@ def election(kills: int, seed: int = 1) -> None:
     samples.sort()
     p50 = statistics.median(samples)
     p99 = samples[min(len(samples) - 1, int(round(0.99 * (len(samples) - 1))))]
-    timeout = opts.election_timeout_ms
+    timeout = RAFT_CONFIG.election_timeout_ms
     print(f"### Leader election after a leader kill (simulator, {len(samples)} kills, 5 nodes)\n")
-    print(f"election timeout {timeout} ms, fetch timeout {opts.fetch_timeout_ms} ms\n")
+    print(f"election timeout {timeout} ms, fetch timeout {RAFT_CONFIG.fetch_timeout_ms} ms\n")
     print("| kills | p50 (ms) | p99 (ms) | min (ms) | max (ms) | target p50 ≤ 2 × election timeout |")
     print("|---|---|---|---|---|---|")
     verdict = "met" if p50 <= 2 * timeout else "NOT met"
@@ -99,7 +100,7 @@ def bugs(seeds: int, time_limit: float) -> None:
         by: dict[str, int] = {}
         check_s = []
         for seed in range(seeds):
-            r = Simulation(SimOptions(seed=seed, time_limit=time_limit, bugs=[bug] if bug else [])).run()
+            r = Simulation(TestSpec(seed=seed, time_limit=time_limit, bugs=(bug,) if bug else ())).run()
             t = time.perf_counter()
             v = check_run(r.recorder.history(), r.events, r.logs, r.invariants, "cas-register", 120)
             check_s.append(time.perf_counter() - t)
@@ -119,8 +120,8 @@ def bugs(seeds: int, time_limit: float) -> None:
 
 
 QUEUE_CASES = [
-    ("acks=1 (expected: lost writes)", {"acks": 1}),
-    ("hw-from-leader", {"bugs": ["hw-from-leader"]}),
+    ("acks=1 (expected: lost writes)", {"acks": "1"}),
+    ("hw-from-leader", {"bugs": ("hw-from-leader",)}),
     ("no-truncate", {"bugs": ["no-truncate"]}),
     ("stale-leader-produce", {"bugs": ["stale-leader-produce"]}),
     ("lazy-flush", {"bugs": ["lazy-flush"]}),
@@ -137,7 +138,7 @@ def queue_bugs(seeds: int, time_limit: float) -> None:
         first = None
         seen: dict[str, int] = {}
         for seed in range(seeds):
-            sim = Simulation(SimOptions(seed=seed, time_limit=time_limit, workload="queue", **kw))
+            sim = Simulation(TestSpec(seed=seed, time_limit=time_limit, workload="queue", **kw))
             r = sim.run()
             v = check_run(
                 r.recorder.history(), r.events, r.logs, r.invariants, "queue", 120, partition_logs=sim.partition_dumps

@@ -71,26 +71,15 @@ def _backend(kind: str) -> Backend:
 
 
 def _hosts(doc: Mapping[str, Any]) -> list[Host]:
-    """The cluster's hosts with fresh control transports (docker exec or ip netns exec)."""
+    """The cluster's hosts with fresh control transports from its backend (registry.control)."""
     kind, cid = doc["backend"], doc["cluster"]
     hosts = []
     for rec in doc["hosts"]:
         name = rec["name"]
-        if kind == "docker":
-            from harness.backends.docker import PREFIX, _client
-            from harness.control.docker import DockerTransport
-
-            try:
-                container = _client().containers.get(f"{PREFIX}-{cid}-{name}")
-            except BackendError:
-                raise
-            except Exception as e:  # noqa: BLE001 - docker.errors.NotFound and friends
-                raise ClusterError(f"container of node {name} is gone ({e}); the cluster was removed?") from None
-            control: Any = DockerTransport(name, container)
-        else:
-            from harness.control.netns import NetnsTransport
-
-            control = NetnsTransport(name, f"kw-{cid}-{name}")
+        try:
+            control = registry.control(kind, cid, name)
+        except BackendError as e:
+            raise ClusterError(str(e)) from None
         hosts.append(
             Host(
                 name=name,

@@ -52,9 +52,12 @@ from dataclasses import replace
 from typing import Any
 
 from checkers.verdict import failing_key
-from harness.sim.cluster import SimOptions
+from harness.sim.cluster import SimPlan
 from harness.simrun import Checked, simulate
+from harness.spec import TestSpec
 from harness.streams import stream
+
+Candidate = tuple[TestSpec, SimPlan]  # a run to try: the test (size, seed, bugs) and its schedule
 
 ROBUST_SEED_STEP = 7919  # --robust: the other timings' seeds are the run's seed plus multiples of this
 STOP_ENDS = {
@@ -131,13 +134,13 @@ def _restrict(value: Any, names: set[str]) -> Any:
 
 
 def build(
-    base: SimOptions,
+    base: Candidate,
     groups: list[list[dict[str, Any]]],
     ops: list[dict[str, Any]],
     nodes: int,
     time_limit: float,
-) -> SimOptions:
-    """Options for a candidate: the chosen fault groups and ops, on `nodes` nodes, clients renumbered."""
+) -> Candidate:
+    """A candidate from `base`: the chosen fault groups and ops, on `nodes` nodes, clients renumbered."""
     names = {f"n{i}" for i in range(1, nodes + 1)}
     events = []
     for group in groups:
@@ -157,15 +160,23 @@ def build(
         if node is not None and node not in names:
             new_op["node"] = f"n{(int(node[1:]) - 1) % nodes + 1}"
         new_ops.append(new_op)
-    return replace(
-        base,
-        nodes=nodes,
-        concurrency=max(1, len(clients)),
-        time_limit=time_limit,
-        schedule=events,
-        ops=new_ops,
-        nemeses=sorted({e["package"] for e in events}),
+    spec, plan = base
+    return (
+        replace(
+            spec,
+            nodes=nodes,
+            concurrency=max(1, len(clients)),
+            time_limit=time_limit,
+            nemeses=tuple(sorted({e["package"] for e in events})),
+        ),
+        replace(plan, schedule=events, ops=new_ops),
     )
+
+
+def _timing(spec: TestSpec, k: int) -> TestSpec:
+    """`spec` under its k-th other timing (k = 0: its own): a seed that keeps the schedule but draws other
+    message latencies and timeouts."""
+    return replace(spec, seed=(spec.seed + k * ROBUST_SEED_STEP) % 2**31) if k else spec
 
 
 def _indices(examples: list[Any]) -> list[int]:
@@ -208,13 +219,22 @@ class Shrinker:
         self.best = original  # the smallest failing run seen from any start
         self.log = log or (lambda msg: None)
         self._last_log = 0.0
-        opts = original.opts
+        spec = original.spec
         # a quorum needs three nodes to lose one; a queue topic needs as many as its replication factor
-        self.fewest_nodes = max(3, opts.replication_factor) if opts.workload == "queue" else 3
+        self.fewest_nodes = max(3, spec.replication_factor) if spec.workload == "queue" else 3
 
     def size(self, c: Checked) -> tuple[int, int, int, int]:
         """Fault events, operations, nodes, clients (what is reported)."""
-        return (len(c.opts.schedule or []), len(c.opts.ops or []), c.opts.nodes, c.opts.concurrency)
+        return (len(c.plan.schedule or []), len(c.plan.ops or []), c.spec.nodes, c.spec.concurrency)
+
+    @property
+    def now(self) -> Candidate:
+        """The run the passes are shrinking, as a candidate."""
+        return self.current.spec, self.current.plan
+
+    def with_plan(self, **changes: Any) -> Candidate:
+        """The current run with its schedule changed (`ops=…`, `schedule=…`)."""
+        return self.current.spec, replace(self.current.plan, **changes)
 
     def smaller(self, a: Checked, b: Checked) -> bool:
         """Fewer events in all (faults + operations) wins, then fewer faults, nodes, clients."""
@@ -229,12 +249,13 @@ class Shrinker:
         """Invalid with an anomaly type of the original's class."""
         return checked.valid is False and bool(checked.anomalies & self.target)
 
-    def fails(self, opts: SimOptions) -> Checked | None:
+    def fails(self, candidate: Candidate) -> Checked | None:
         """The candidate's run if it fails the same way under its own seed and under at least `robust_min`
         of `robust` timings in all (its own, then seeds that keep the schedule but draw other message
         latencies and timeouts); stops as soon as the count is reached or out of reach."""
+        spec, plan = candidate
         self.runs += 1
-        checked = simulate(opts, check_time_limit=30)
+        checked = simulate(spec, plan, check_time_limit=30)
         if not self.same_way(checked):
             return None
         hits = 1
@@ -244,20 +265,18 @@ class Shrinker:
             if hits + self.robust - k < self.robust_min:
                 return None
             self.runs += 1
-            other = simulate(replace(opts, seed=(opts.seed + k * ROBUST_SEED_STEP) % 2**31), check_time_limit=30)
+            other = simulate(_timing(spec, k), plan, check_time_limit=30)
             hits += self.same_way(other)
         return checked if hits >= self.robust_min else None
 
-    def timings_failing(self, opts: SimOptions) -> int:
+    def timings_failing(self, candidate: Candidate) -> int:
         """Of the `robust` timings (its own seed and the others `fails` tries), how many fail the same way."""
-        return sum(
-            self.same_way(simulate(replace(opts, seed=(opts.seed + k * ROBUST_SEED_STEP) % 2**31), check_time_limit=30))
-            for k in range(self.robust)
-        )
+        spec, plan = candidate
+        return sum(self.same_way(simulate(_timing(spec, k), plan, check_time_limit=30)) for k in range(self.robust))
 
-    def attempt(self, opts: SimOptions) -> Checked | None:
+    def attempt(self, candidate: Candidate) -> Checked | None:
         """Run a candidate; keep and return it if it fails the same way."""
-        checked = self.fails(opts)
+        checked = self.fails(candidate)
         if checked is not None:
             if self.smaller(checked, self.current):
                 self.current = checked
@@ -280,24 +299,23 @@ class Shrinker:
         `coarse` stops the operations at chunks of 1/32 of them: a cheap first pass, after which
         faults go more easily (and runs with fewer operations are faster).
         """
-        opts = self.current.opts
-        groups = fault_groups(opts.schedule or [])
-        if opts.ops and not self.out_of_time():
+        spec, plan = self.now
+        groups = fault_groups(plan.schedule or [])
+        if plan.ops and not self.out_of_time():
             # with fewer faults than when first tried, the failure may need no operation at all
-            self.attempt(build(opts, groups, [], opts.nodes, opts.time_limit))
-            opts = self.current.opts
-            groups = fault_groups(opts.schedule or [])
+            self.attempt(build(self.now, groups, [], spec.nodes, spec.time_limit))
+            groups = fault_groups(self.current.plan.schedule or [])
 
-        def without(rest: list[list[dict[str, Any]]]) -> SimOptions:
-            o = self.current.opts
-            return build(o, rest, list(o.ops or []), o.nodes, o.time_limit)
+        def without(rest: list[list[dict[str, Any]]]) -> Candidate:
+            c = self.current
+            return build(self.now, rest, list(c.plan.ops or []), c.spec.nodes, c.spec.time_limit)
 
         self._ddmin(groups, without)
-        ops = list(self.current.opts.ops or [])
+        ops = list(self.current.plan.ops or [])
         smallest = max(2, len(ops) // 32) if coarse else 1
-        self._ddmin(ops, lambda rest: replace(self.current.opts, ops=rest), smallest=smallest)
+        self._ddmin(ops, lambda rest: self.with_plan(ops=rest), smallest=smallest)
 
-    def _ddmin(self, items: list[Any], candidate: Callable[[list[Any]], SimOptions], smallest: int = 1) -> None:
+    def _ddmin(self, items: list[Any], candidate: Callable[[list[Any]], Candidate], smallest: int = 1) -> None:
         """Delta debugging: try deleting each chunk of `items`, halving the chunk size down to `smallest`."""
         size = max(1, len(items) // 2)
         while items and size >= smallest and not self.out_of_time():
@@ -325,17 +343,17 @@ class Shrinker:
         Operations of one client (or on one key) hang together far more than operations close in
         time, so chunks cut along them go where chunks cut along time alone do not.
         """
-        for value in sorted({o.get(field) for o in self.current.opts.ops or []}, key=str):
+        for value in sorted({o.get(field) for o in self.current.plan.ops or []}, key=str):
             if self.out_of_time():
                 return
             if value is None:
                 continue  # assigns (no key): their polls go with them anyway
-            base = list(self.current.opts.ops or [])
+            base = list(self.current.plan.ops or [])
             mine = [j for j, o in enumerate(base) if o.get(field) == value]
             others = [j for j, o in enumerate(base) if o.get(field) != value]
 
-            def candidate(rest: list[int], base: list[dict[str, Any]] = base, others: list[int] = others) -> SimOptions:
-                return replace(self.current.opts, ops=[base[j] for j in sorted(others + rest)])
+            def candidate(rest: list[int], base: list[dict[str, Any]] = base, others: list[int] = others) -> Candidate:
+                return self.with_plan(ops=[base[j] for j in sorted(others + rest)])
 
             self._ddmin(mine, candidate, smallest=2)
 
@@ -346,13 +364,13 @@ class Shrinker:
         clients, a few seconds of frequent faults) or, `longer`, at 15 s with three clients and at the
         run's own shape for 30 s (a failure that needs a broker fenced after its session expired, then a
         produce to it, seldom fits in 6 s; other runs of the original's shape end in other places)."""
-        opts = self.original.opts
+        spec, plan = self.original.spec, self.original.plan
         stop = time.monotonic() + share * max(0.0, self.deadline - time.monotonic())
-        rng = stream("start-longer" if longer else "start-smaller", opts.seed)
+        rng = stream("start-longer" if longer else "start-smaller", spec.seed)
         few = self.fewest_nodes
-        shapes = [(few, 2, 4.0, 1.0), (few, 3, 6.0, 1.5), (max(few, min(5, opts.nodes)), 3, 6.0, 1.5)]
+        shapes = [(few, 2, 4.0, 1.0), (few, 3, 6.0, 1.5), (max(few, min(5, spec.nodes)), 3, 6.0, 1.5)]
         if longer:
-            shapes = [(max(few, min(5, opts.nodes)), 3, 15.0, 2.5), (opts.nodes, opts.concurrency, 30.0, opts.interval)]
+            shapes = [(max(few, min(5, spec.nodes)), 3, 15.0, 2.5), (spec.nodes, spec.concurrency, 30.0, spec.interval)]
         found: list[Checked] = []
         for _ in range(tries):
             seed = rng.randrange(2**31)
@@ -360,21 +378,19 @@ class Shrinker:
                 if time.monotonic() > stop or self.out_of_time():
                     break
                 fresh = replace(
-                    opts,
+                    spec,
                     seed=seed,
                     nodes=nodes,
                     concurrency=clients,
-                    time_limit=min(seconds, opts.time_limit),
+                    time_limit=min(seconds, spec.time_limit),
                     interval=interval,
-                    schedule=None,
-                    ops=None,
                 )
+                drawn = replace(plan, schedule=None, ops=None)
                 self.runs += 1
-                run = simulate(fresh, check_time_limit=30)
+                run = simulate(fresh, drawn, check_time_limit=30)
                 if self.same_way(run):
                     # the realised schedule, driven again without the random source
-                    realised = replace(fresh, schedule=list(run.sim.schedule), ops=list(run.sim.ops))
-                    again = self.fails(realised)
+                    again = self.fails((fresh, replace(drawn, schedule=list(run.sim.schedule), ops=list(run.sim.ops))))
                     if again is not None:
                         found.append(again)
         return sorted(found, key=lambda c: (sum(self.size(c)[:2]), self.size(c)))
@@ -397,12 +413,12 @@ class Shrinker:
         """Drop the stop of one fault at a time: the fault then lasts until the final heal."""
         i = 0
         while not self.out_of_time():
-            events = list(self.current.opts.schedule or [])
+            events = list(self.current.plan.schedule or [])
             stops = [j for j, e in enumerate(events) if e["f"] in STOP_ENDS]
             if i >= len(stops):
                 return
             rest = events[: stops[i]] + events[stops[i] + 1 :]
-            if not self.attempt(replace(self.current.opts, schedule=rest)):
+            if not self.attempt(self.with_plan(schedule=rest)):
                 i += 1
 
     def first_anomaly_time(self) -> int | None:
@@ -424,24 +440,25 @@ class Shrinker:
                 times.append(ops[i].time)
         return min(times) - self.current.main_start if times else None
 
-    def _cut(self, seconds: float) -> SimOptions:
-        opts = self.current.opts
+    def _cut(self, seconds: float) -> Candidate:
+        spec, plan = self.now
         end = int(seconds * 1e9)
-        return replace(
-            opts,
-            time_limit=seconds,
-            schedule=[e for e in opts.schedule or [] if e["at"] < end],
-            ops=[o for o in opts.ops or [] if o["at"] < end],
+        return (
+            replace(spec, time_limit=seconds),
+            replace(
+                plan,
+                schedule=[e for e in plan.schedule or [] if e["at"] < end],
+                ops=[o for o in plan.ops or [] if o["at"] < end],
+            ),
         )
 
     def cut_short(self) -> None:
-        opts = self.current.opts
         first = self.first_anomaly_time()
         # the failure showed at `first`: try ending the run just after it
-        early = first is not None and first / 1e9 + 1.0 < opts.time_limit
-        if early and self.attempt(self._cut(max(0.5, first / 1e9 + 1.0))):  # type: ignore[operator]
-            opts = self.current.opts
-        lo, hi = 0.0, opts.time_limit
+        early = first is not None and first / 1e9 + 1.0 < self.current.spec.time_limit
+        if early:
+            self.attempt(self._cut(max(0.5, first / 1e9 + 1.0)))  # type: ignore[operator]
+        lo, hi = 0.0, self.current.spec.time_limit
         while hi - lo > 0.25 and not self.out_of_time():
             mid = (lo + hi) / 2
             if self.attempt(self._cut(mid)):
@@ -450,63 +467,66 @@ class Shrinker:
                 lo = mid
 
     def drop_groups(self) -> None:
-        opts = self.current.opts
         if self.out_of_time():
             return
-        if opts.nodes > self.fewest_nodes:
-            groups = fault_groups(opts.schedule or [])
-            self.attempt(build(opts, groups, list(opts.ops or []), self.fewest_nodes, opts.time_limit))
-            opts = self.current.opts
-        if self.attempt(build(opts, fault_groups(opts.schedule or []), [], opts.nodes, opts.time_limit)):
+        spec, plan = self.now
+        if spec.nodes > self.fewest_nodes:
+            groups = fault_groups(plan.schedule or [])
+            self.attempt(build(self.now, groups, list(plan.ops or []), self.fewest_nodes, spec.time_limit))
+            spec, plan = self.now
+        if self.attempt(build(self.now, fault_groups(plan.schedule or []), [], spec.nodes, spec.time_limit)):
             return
         key = failing_key(self.current.results)
         if key is not None:
             # only the key that broke (a queue client's assigns stay: its polls need them)
-            self.attempt(replace(opts, ops=[o for o in opts.ops or [] if o.get("key") in (key, None)]))
+            self.attempt((spec, replace(plan, ops=[o for o in plan.ops or [] if o.get("key") in (key, None)])))
         # one key at a time: keys are independent registers / partitions, so whole keys often go
-        for k in sorted({o["key"] for o in self.current.opts.ops or [] if o.get("key") is not None}, key=_key_order):
+        for k in sorted({o["key"] for o in self.current.plan.ops or [] if o.get("key") is not None}, key=_key_order):
             if self.out_of_time():
                 return
-            opts = self.current.opts
-            rest = [o for o in opts.ops or [] if o.get("key") != k]
-            if len(rest) < len(opts.ops or []):
-                self.attempt(replace(opts, ops=rest))
+            ops = self.current.plan.ops or []
+            rest = [o for o in ops if o.get("key") != k]
+            if len(rest) < len(ops):
+                self.attempt(self.with_plan(ops=rest))
 
     def drop_clients(self) -> None:
         """Drop every operation of one client at a time, with the rest renumbered or (failing that) not."""
         i = 0
         while not self.out_of_time():
-            opts = self.current.opts
-            clients = sorted({o["client"] for o in opts.ops or []})
+            spec, plan = self.now
+            clients = sorted({o["client"] for o in plan.ops or []})
             if i >= len(clients):
                 break
-            rest = [o for o in opts.ops or [] if o["client"] != clients[i]]
-            groups = fault_groups(opts.schedule or [])
+            rest = [o for o in plan.ops or [] if o["client"] != clients[i]]
+            groups = fault_groups(plan.schedule or [])
             # renumbering gives the remaining clients other random streams: try keeping them too
             if not (
-                self.attempt(build(opts, groups, rest, opts.nodes, opts.time_limit))
-                or self.attempt(replace(opts, ops=rest))
+                self.attempt(build((spec, plan), groups, rest, spec.nodes, spec.time_limit))
+                or self.attempt((spec, replace(plan, ops=rest)))
             ):
                 i += 1
         self.compact_clients()
 
     def compact_clients(self) -> None:
         """Renumber the clients that still have operations, so idle ones go."""
-        opts = self.current.opts
-        used = len({o["client"] for o in opts.ops or []})
-        if used < opts.concurrency and not self.out_of_time():
+        spec, plan = self.now
+        used = len({o["client"] for o in plan.ops or []})
+        if used < spec.concurrency and not self.out_of_time():
             self.attempt(
-                build(opts, fault_groups(opts.schedule or []), list(opts.ops or []), opts.nodes, opts.time_limit)
+                build(
+                    (spec, plan), fault_groups(plan.schedule or []), list(plan.ops or []), spec.nodes, spec.time_limit
+                )
             )
 
     def hypothesis_search(self) -> None:
         from hypothesis import HealthCheck, Phase, given, settings
         from hypothesis import strategies as st
 
-        base = self.current.opts
-        groups = fault_groups(base.schedule or [])
-        ops = list(base.ops or [])
-        node_choices = sorted({min(self.fewest_nodes, base.nodes), base.nodes})
+        base = self.now
+        spec, plan = base
+        groups = fault_groups(plan.schedule or [])
+        ops = list(plan.ops or [])
+        node_choices = sorted({min(self.fewest_nodes, spec.nodes), spec.nodes})
         keep = st.sampled_from([False, True, True, True])
 
         class Stop(Exception):
@@ -533,7 +553,7 @@ class Shrinker:
                 raise Stop
             chosen = [g for g, k in zip(groups, keep_groups) if k]
             chosen_ops = [o for o, k in zip(ops, keep_ops) if k]
-            if self.attempt(build(base, chosen, chosen_ops, nodes, base.time_limit)):
+            if self.attempt(build(base, chosen, chosen_ops, nodes, spec.time_limit)):
                 raise Stop
 
         with contextlib.suppress(Stop):
@@ -571,10 +591,9 @@ class Shrinker:
     def realised(self) -> None:
         """Keep only the operations the best run really issued (planned polls of unassigned partitions and
         operations due after the end are skipped), so the stored schedule lists exactly what ran."""
-        opts = self.current.opts
         ran = [dict(op) for op in self.current.sim.ops]
-        if len(ran) < len(opts.ops or []):
-            self.attempt(replace(opts, ops=ran))
+        if len(ran) < len(self.current.plan.ops or []):
+            self.attempt(self.with_plan(ops=ran))
 
     def until_fixpoint(self, step: Any) -> None:
         while not self.out_of_time():
@@ -597,7 +616,7 @@ import json
 import os
 from pathlib import Path
 
-from harness.simrun import options_from_schedule, simulate
+from harness.simrun import from_schedule, simulate
 
 SCHEDULE = Path(__file__).with_name("schedule.json")
 
@@ -605,6 +624,6 @@ SCHEDULE = Path(__file__).with_name("schedule.json")
 def test_minimal_schedule_stays_valid():
     doc = json.loads(SCHEDULE.read_text())
     bugs = [b for b in os.environ.get("KRAFTWERK_BUGS", "").split(",") if b]
-    checked = simulate(options_from_schedule(doc, bugs=bugs))
+    checked = simulate(*from_schedule(doc, bugs=bugs))
     assert checked.valid is True, sorted(checked.anomalies)
 '''

@@ -1,32 +1,34 @@
 """Simulated runs as data: run a schedule, check it, store it, load it back.
 
-Shared by `kraftwerk replay`, `shrink` and `explore`: a run is (options, schedule)
+Shared by `kraftwerk replay`, `shrink` and `explore`: a run is (TestSpec, SimPlan)
 → (history, events, log dumps, invariants) → composed verdict; its anomaly class
-is the set of anomaly types in that verdict.
+is the set of anomaly types in that verdict. The plan is what a stored schedule.json
+adds to the spec (the fault events and operations to drive instead of drawing them).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from checkers.errors import InputError
 from harness.checks import check_run
 from harness.interpreter import SCHEDULE_FORMAT
-from harness.sim.cluster import MODES, SimOptions, SimResult, Simulation, mode_error
-from harness.spec import TestSpec
+from harness.sim.cluster import MODES, SimPlan, SimResult, Simulation, mode_error
+from harness.spec import SpecError, TestSpec
 from harness.store import write_json, write_jsonl
-from workloads.registry import OPTIONS, WORKLOADS
+from workloads.registry import WORKLOADS
 
 CHECK_TIME_LIMIT = 120.0
 
 
 @dataclass
 class Checked:
-    opts: SimOptions
+    spec: TestSpec
+    plan: SimPlan
     sim: SimResult
     results: dict[str, Any]
     # queue workload: {partition: {node: committed batches}} at the end of the run
@@ -53,32 +55,15 @@ class Checked:
         return str(self.sim.stats["history-sha256"])
 
 
-def sim_options(spec: TestSpec, **knobs: Any) -> SimOptions:
-    """The simulator's options for `spec` (plus simulator-only knobs: schedule, ops, modes, …)."""
-    return SimOptions(
-        seed=spec.seed,
-        nodes=spec.nodes,
-        concurrency=spec.concurrency,
-        time_limit=spec.time_limit,
-        nemeses=list(spec.nemeses),
-        bugs=list(spec.bugs),
-        interval=spec.interval,
-        partition_kinds=spec.partition_kinds,
-        workload=spec.workload,
-        acks=spec.acks_value,
-        min_isr=spec.min_isr,
-        replication_factor=spec.replication_factor,
-        partitions=spec.partitions,
-        unclean=spec.unclean,
-        fsync_delay_ms=spec.fsync_delay,
-        rate=spec.rate,
-        **knobs,
-    )
-
-
-def simulate(opts: SimOptions, history_path: str | None = None, check_time_limit: float = CHECK_TIME_LIMIT) -> Checked:
-    """Run the simulator and every checker its workload needs (linearizability or the queue checker)."""
-    simulation = Simulation(opts, history_path=history_path)
+def simulate(
+    spec: TestSpec,
+    plan: SimPlan | None = None,
+    history_path: str | None = None,
+    check_time_limit: float = CHECK_TIME_LIMIT,
+) -> Checked:
+    """Run `spec` in the simulator (driven by `plan` if given) and every checker its workload needs."""
+    plan = plan or SimPlan()
+    simulation = Simulation(spec, plan, history_path=history_path)
     sim = simulation.run()
     history = sim.recorder.history(history_path or "history.jsonl")
     model = simulation.workload.model
@@ -87,11 +72,22 @@ def simulate(opts: SimOptions, history_path: str | None = None, check_time_limit
         history, sim.events, sim.logs, sim.invariants, model, check_time_limit, partition_logs=dumps or None
     )
     results["run"] = dict(sim.stats)
-    return Checked(opts, sim, results, dumps, simulation.main_start)
+    return Checked(spec, plan, sim, results, dumps, simulation.main_start)
 
 
-def options_from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) -> SimOptions:
-    """SimOptions that drive a run from a stored schedule.json (no random ops or faults)."""
+# schedule.json's workload options (as test.json names them) → TestSpec fields
+_STORED_OPTIONS = {
+    "acks": "acks",
+    "partitions": "partitions",
+    "replication-factor": "replication_factor",
+    "min-isr": "min_isr",
+    "unclean": "unclean",
+}
+
+
+def from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) -> tuple[TestSpec, SimPlan]:
+    """The test and plan that drive a run from a stored schedule.json (no random ops or faults);
+    `bugs` replaces the stored bugs. InputError if the document is not one this kraftwerk replays."""
     for name in ("seed", "nodes", "concurrency", "time-limit", "nemesis", "ops"):
         if name not in doc:
             raise InputError(f"schedule.json has no {name!r} (written by an older kraftwerk?)")
@@ -105,10 +101,6 @@ def options_from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) ->
     workload = str(doc.get("workload", "register"))
     if workload not in WORKLOADS:
         raise InputError(f"schedule.json: unknown workload {workload!r}")
-    # the workload's options it stored (schedule.json names them as test.json does: min-isr, …)
-    defaults = SimOptions()
-    stored = {k: doc[k.replace("_", "-")] for k in OPTIONS if k.replace("_", "-") in doc and hasattr(defaults, k)}
-    options = {name: type(getattr(defaults, name))(value) for name, value in stored.items()}
     # runs stored before a field was written were simulated the older way: messages lost at partitions,
     # register runs started at boot (queue runs always waited for a led topic), clock faults moved timers
     before = {"links": "datagram", "start": "boot" if workload == "register" else "ready", "clocks": "timers"}
@@ -116,20 +108,25 @@ def options_from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) ->
     for name, value in modes.items():
         if error := mode_error(name, value):
             raise InputError(f"schedule.json: {error}")
-    return SimOptions(
-        seed=int(doc["seed"]),
-        nodes=int(doc["nodes"]),
-        concurrency=int(doc["concurrency"]),
-        time_limit=float(doc["time-limit"]),
-        bugs=list(doc.get("bugs", [])) if bugs is None else list(bugs),
-        nemeses=sorted({e["package"] for e in doc["nemesis"]}),
-        schedule=list(doc["nemesis"]),
-        ops=list(doc["ops"]),
-        workload=workload,
-        fsync_delay_ms=int(doc.get("fsync-delay-ms", 0)),
-        **modes,  # type: ignore[arg-type]
-        **options,
-    )
+    # the workload's options it stored (acks as the producer sends it: -1, 1, 0)
+    stored = {attr: doc[key] for key, attr in _STORED_OPTIONS.items() if key in doc and workload == "queue"}
+    if "acks" in stored:
+        stored["acks"] = {-1: "all", 1: "1", 0: "0"}.get(stored["acks"], str(stored["acks"]))
+    try:
+        spec = TestSpec(
+            workload=workload,
+            seed=int(doc["seed"]),
+            nodes=int(doc["nodes"]),
+            concurrency=int(doc["concurrency"]),
+            time_limit=float(doc["time-limit"]),
+            bugs=tuple(doc.get("bugs", [])) if bugs is None else tuple(bugs),
+            nemeses=tuple(sorted({e["package"] for e in doc["nemesis"]})),
+            fsync_delay=int(doc.get("fsync-delay-ms", 0)),
+            **stored,
+        )
+    except (SpecError, TypeError, ValueError) as e:
+        raise InputError(f"schedule.json: {e}") from None
+    return spec, SimPlan(schedule=list(doc["nemesis"]), ops=list(doc["ops"]), **modes)
 
 
 def load_run(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -176,7 +173,7 @@ def store_run(run_dir: Path, checked: Checked, test: dict[str, Any]) -> None:
         write_history(sim.recorder.ops, run_dir / "history.jsonl")
     write_json(run_dir / "test.json", test)
     write_node_files(run_dir, sim.events, sim.logs, checked.partition_logs)
-    write_json(run_dir / "schedule.json", sim.schedule_document(checked.opts))
+    write_json(run_dir / "schedule.json", sim.schedule_document(checked.spec, checked.plan))
     lin = checked.results.get("linearizable", {})
     if lin.get("valid") is False:
         from checkers.linearizable.timeline import write_timeline
@@ -195,7 +192,3 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def with_schedule(opts: SimOptions, nemesis: list[dict[str, Any]], ops: list[dict[str, Any]], **kw: Any) -> SimOptions:
-    return replace(opts, schedule=list(nemesis), ops=list(ops), **kw)

@@ -13,12 +13,15 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.backends import registry
 from harness.nemesis.partitions import KINDS
 from harness.nemesis.schedule import ALL, PACKAGES, parse_nemeses, parse_partition_kinds
 from harness.streams import stream
+
+if TYPE_CHECKING:
+    from workloads.protocol import Workload
 
 BACKENDS = registry.NAMES
 WORKLOADS = ("register", "queue")
@@ -192,6 +195,18 @@ class TestSpec:
     def rng(self, name: str, *parts: object) -> random.Random:
         """The test's random stream `name` (harness.streams.STREAMS), optionally per part."""
         return stream(name, self.seed, *parts)
+
+    def workload_options(self) -> dict[str, Any]:
+        """The options its workload's class takes (workloads.registry.OPTIONS: acks, partitions, …)."""
+        from workloads import registry
+
+        return {k: getattr(self, k) for k in registry.OPTIONS if hasattr(self, k)}
+
+    def make_workload(self, nodes: Sequence[str], timeout_s: float) -> Workload:
+        """The test's workload for a cluster of `nodes` ("n1", …), on any runtime."""
+        from workloads import registry
+
+        return registry.make(self.workload, list(nodes), self.seed, timeout_s=timeout_s, **self.workload_options())
 
     @property
     def acks_value(self) -> int:

@@ -29,6 +29,22 @@ def _client() -> Any:
         raise BackendError(f"docker backend: no docker engine reachable ({e})") from e
 
 
+def container_name(cluster_id: str, name: str) -> str:
+    """The container of node `name` in cluster `cluster_id`."""
+    return f"{PREFIX}-{cluster_id}-{name}"
+
+
+def control(cluster_id: str, name: str) -> DockerTransport:
+    """Node `name`'s control transport in running cluster `cluster_id`, rebuilt in another process than the
+    one that created it (`kraftwerk cluster kill/start`); BackendError if the engine or container is gone."""
+    client = _client()
+    try:
+        container = client.containers.get(container_name(cluster_id, name))
+    except Exception as e:  # noqa: BLE001 - docker.errors.NotFound and friends
+        raise BackendError(f"container of node {name} is gone ({e}); the cluster was removed?") from None
+    return DockerTransport(name, container)
+
+
 class DockerBackend(Backend):
     """Containers from the kraftwerk node image (built or reused on demand) on a private network."""
 
@@ -64,7 +80,7 @@ class DockerBackend(Backend):
             containers.append(
                 self.client.containers.run(
                     self.image,
-                    name=f"{PREFIX}-{self.cluster_id}-{name}",
+                    name=container_name(self.cluster_id, name),
                     hostname=name,
                     detach=True,
                     network=network.name,

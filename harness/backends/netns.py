@@ -102,7 +102,7 @@ class NetnsBackend(Backend):
         self.subnet: ipaddress.IPv4Network | None = None
 
     def ns(self, name: str) -> str:
-        return f"kw-{self.cluster_id}-{name}"
+        return namespace(self.cluster_id, name)
 
     def _create(self, names: list[str]) -> list[Host]:
         if len(names) > 250:
@@ -164,6 +164,17 @@ class NetnsBackend(Backend):
 
     def _destroy(self) -> None:
         destroy(self.cluster_id, self.base_dir)
+
+
+def namespace(cluster_id: str, name: str) -> str:
+    """The network namespace of node `name` in cluster `cluster_id`."""
+    return f"kw-{cluster_id}-{name}"
+
+
+def control(cluster_id: str, name: str) -> NetnsTransport:
+    """Node `name`'s control transport in running cluster `cluster_id`, rebuilt in another process than the
+    one that created it (`kraftwerk cluster kill/start`)."""
+    return NetnsTransport(name, namespace(cluster_id, name))
 
 
 def _kill_namespace_processes(ns: str) -> None:

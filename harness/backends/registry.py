@@ -7,6 +7,7 @@ runner, `kraftwerk cluster`, `kraftwerk replay` and the `down`/`leftovers` helpe
     registry.why_not("netns")           # None, or why this machine cannot run it
     backend = registry.build("local", log=print)
     registry.down("docker", cluster_id) # what a crashed run left
+    registry.control("netns", cluster_id, "n2")  # a node of a cluster another process left running
 """
 
 from __future__ import annotations
@@ -143,6 +144,17 @@ def build(
             raise BackendError(f"--ssh-hosts: {e}") from e
         return SshBackend(targets, user=ssh_user, key_filename=ssh_key, known_hosts=ssh_known_hosts, **options)
     raise BackendError(f"--backend {name} runs no real cluster (it is the simulator)")
+
+
+def control(name: str, cluster_id: str, node: str) -> Any:
+    """The control transport of node `node` in cluster `cluster_id` of backend `name`, rebuilt in another
+    process than the one that created it (`kraftwerk cluster kill/start` on a cluster `cluster up` left
+    running). BackendError if that backend's nodes cannot be reached so, or the node is gone."""
+    k = kind(name)
+    attach = getattr(importlib.import_module(k.module), "control", None) if k.module else None
+    if attach is None:
+        raise BackendError(f"backend {name!r} cannot reach the nodes of a cluster another process started")
+    return attach(cluster_id, node)
 
 
 def module(name: str) -> ModuleType:

@@ -16,7 +16,7 @@ from dataclasses import replace
 from checkers.verdict import EXIT_BAD_INPUT
 from harness.argtypes import non_negative_int
 from harness.shrink import parse_budget
-from harness.simrun import sim_options, simulate, store_run
+from harness.simrun import simulate, store_run
 from harness.spec import SpecError, TestSpec
 from harness.store import new_run
 
@@ -49,8 +49,7 @@ def run(args: argparse.Namespace) -> int:
     while time.monotonic() < deadline:
         attempt += 1
         seed = spec.seed
-        opts = sim_options(spec)
-        checked = simulate(opts)
+        checked = simulate(spec)
         label = {True: "valid", False: "INVALID"}.get(checked.valid, "unknown")  # type: ignore[call-overload]
         hidden = checked.valid is False and getattr(args, "observable", False) and not checked.observable
         if hidden:

@@ -26,7 +26,7 @@ from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INVALID, EXIT_U
 from harness.argtypes import non_negative_float, non_negative_int
 from harness.backends import registry
 from harness.replay_real import SECOND, Plan, load_plan, queue_options, renaming, replay_generator, reproduced
-from harness.simrun import file_sha256, load_run, options_from_schedule, simulate
+from harness.simrun import file_sha256, from_schedule, load_run, simulate
 from harness.spec import SpecError, TestSpec
 from workloads import generator as gen
 
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         return run_on_cluster(args)
     try:
         test, schedule = load_run(run_dir)
-        opts = options_from_schedule(schedule)
+        spec, sim_plan = from_schedule(schedule)
     except InputError as e:
         print(f"kraftwerk replay: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     want = file_sha256(stored) if stored.exists() else None
     worst = 0
     for attempt in range(1, args.times + 1):
-        checked = simulate(opts)
+        checked = simulate(spec, sim_plan)
         same = checked.digest == want
         verdict = checked.valid
         label = {True: "valid", False: "INVALID"}.get(verdict, "unknown")  # type: ignore[call-overload]

@@ -12,7 +12,7 @@ from pathlib import Path
 from checkers.errors import InputError
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_UNKNOWN
 from harness.shrink import REGRESSION_TEST, Shrinker, parse_budget, parse_robust
-from harness.simrun import load_run, options_from_schedule, simulate, store_run
+from harness.simrun import from_schedule, load_run, simulate, store_run
 from harness.spec import TestSpec
 
 HELP = "shrink a failing run to a minimal fault schedule (and write a regression test)"
@@ -31,13 +31,13 @@ def run(args: argparse.Namespace) -> int:
         robust_min, robust = parse_robust(getattr(args, "robust", 1))
         test, schedule = load_run(run_dir)
         spec = TestSpec.from_json(test)
-        opts = options_from_schedule(schedule)
+        stored, plan = from_schedule(schedule)
     except (InputError, ValueError) as e:
         print(f"kraftwerk shrink: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     started = time.monotonic()
     say(f"reproducing {run_dir} …")
-    original = simulate(opts)
+    original = simulate(stored, plan)
     if original.valid is not False:
         print(
             f"kraftwerk shrink: the run does not fail when replayed (verdict {original.valid}); nothing to shrink",
@@ -60,19 +60,19 @@ def run(args: argparse.Namespace) -> int:
     wanted = f"all {robust}" if robust_min == robust else f"{robust_min} of {robust}"
     if robust > 1 and best is original:
         say(f"warning: no schedule failed the same way under {wanted} timings; kept the original run")
-    hits = shrinker.timings_failing(best.opts) if robust > 1 else None
+    hits = shrinker.timings_failing((best.spec, best.plan)) if robust > 1 else None
     if hits is not None:
         say(f"the minimal schedule fails the same way under {hits} of its {robust} timings ({wanted} asked)")
     # the minimal schedule must replay byte for byte
-    again = simulate(best.opts)
+    again = simulate(best.spec, best.plan)
     if again.digest != best.digest:
         print(
             "kraftwerk shrink: the minimal schedule does not replay identically (determinism broken)", file=sys.stderr
         )
         return 255
     # the regression test asserts the run is valid once the bug is gone: check that it is
-    clean = simulate(replace(best.opts, bugs=[])).valid if best.opts.bugs else None
-    if best.opts.bugs and clean is not True:
+    clean = simulate(replace(best.spec, bugs=()), best.plan).valid if best.spec.bugs else None
+    if best.spec.bugs and clean is not True:
         say(f"warning: the minimal schedule is not valid without the seeded bugs either (verdict {clean})")
     out = run_dir / "minimal"
     if out.exists():
@@ -83,10 +83,10 @@ def run(args: argparse.Namespace) -> int:
     minimal = replace(
         spec,
         name=f"{spec.name}-minimal",
-        nodes=best.opts.nodes,
-        concurrency=best.opts.concurrency,
-        time_limit=best.opts.time_limit,
-        nemeses=tuple(best.opts.nemeses),
+        nodes=best.spec.nodes,
+        concurrency=best.spec.concurrency,
+        time_limit=best.spec.time_limit,
+        nemeses=best.spec.nemeses,
     )
     meta = {
         **test,
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         write_report(out)
     except Exception as e:  # noqa: BLE001 - the report never changes the outcome
         say(f"warning: could not write the minimal run's report: {e}")
-    bugs = ",".join(best.opts.bugs) or "NAME"
+    bugs = ",".join(best.spec.bugs) or "NAME"
     (out / "test_regression.py").write_text(
         REGRESSION_TEST.format(
             source=run_dir, anomalies=", ".join(sorted(best.anomalies)), bugs=bugs, name=out / "test_regression.py"

@@ -210,10 +210,9 @@ def run(args: argparse.Namespace) -> int:
         return run_real_test(spec, run_dir, replay, quiet=args.quiet)
     from harness.checks import check_run
     from harness.sim.cluster import Simulation
-    from harness.simrun import sim_options, write_node_files
+    from harness.simrun import write_node_files
 
-    opts = sim_options(spec)
-    sim = Simulation(opts, history_path=str(run_dir / "history.jsonl"))
+    sim = Simulation(spec, history_path=str(run_dir / "history.jsonl"))
     result = sim.run()
     say(
         f"simulated {result.stats['virtual-seconds']} s in {result.stats['wall-seconds']} s "
@@ -224,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
     for node in sim.names:
         (run_dir / "nodes" / node).mkdir(exist_ok=True)
         write_jsonl(run_dir / "nodes" / node / "events.jsonl", [e for e in result.events if e.get("node") == node])
-    write_json(run_dir / "schedule.json", result.schedule_document(opts))
+    write_json(run_dir / "schedule.json", result.schedule_document(spec))
     say("checking…")
     history = result.recorder.history(str(run_dir / "history.jsonl"))
     results = check_run(

@@ -17,5 +17,5 @@ def make_workload(
 ) -> Workload:
     """The workload called `name` for a cluster of `nodes` ("n1", …); `options` (the test's TestSpec)
     carry its settings (the queue's --acks, --partitions, …)."""
-    given = {k: getattr(options, k) for k in registry.OPTIONS if options is not None and hasattr(options, k)}
+    given = options.workload_options() if options is not None else {}
     return registry.make(name, list(nodes), seed, timeout_s=timeout_s, **given)

@@ -20,10 +20,9 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.interpreter import SCHEDULE_FORMAT, Core, client_phase
-from harness.nemesis import partitions
 from harness.nemesis.interpreter import NemesisInterpreter
 from harness.nemesis.schedule import ALL, generate
 from harness.recorder import Recorder
@@ -41,10 +40,11 @@ from nodes.kv.node import KVNode
 from nodes.raft import RaftConfig, digest
 from nodes.runtime.lanes import connection_timeout_ms
 from workloads import generator as gen
-from workloads import registry
-from workloads.protocol import Workload
 
-# how a run is simulated, by schedule.json field (and SimOptions attribute): the current way first
+if TYPE_CHECKING:
+    from harness.spec import TestSpec
+
+# how a run is simulated, by schedule.json field (and SimPlan attribute): the current way first
 MODES = {"links": ("tcp", "datagram"), "start": ("ready", "boot"), "clocks": ("wall", "timers")}
 READY_WITHIN_SECONDS = 120.0  # a fresh cluster that has not elected a leader known to all by then is broken
 SETUP_WITHIN_SECONDS = 120.0  # ... nor finished the workload's setup (the queue's topic) by then
@@ -58,51 +58,40 @@ def mode_error(name: str, value: str) -> str | None:
     return f"unknown {name} {value!r} (one of {', '.join(MODES[name])})"
 
 
-@dataclass
-class SimOptions:
-    seed: int = 0
-    nodes: int = 5
-    concurrency: int = 10
-    time_limit: float = 60.0  # seconds of the main phase (virtual)
-    nemeses: list[str] = field(default_factory=lambda: ["partition", "kill", "pause", "clock"])
-    bugs: list[str] = field(default_factory=list)
-    interval: float = 5.0  # mean seconds between fault changes per package
-    partition_kinds: tuple[str, ...] = partitions.KINDS
-    rate: float = 100.0  # client operations per second, all clients together (the real runner's rate)
-    timeout_ms: int = 2000  # client request timeout → info
-    latency_ms: tuple[float, float] = (0.5, 5.0)
-    # tcp: a message that meets a partition is retransmitted until the heal (or lost when the sender's
-    # connection times out), as on real nodes; datagram: lost at once (runs stored before tcp links)
-    links: str = "tcp"
-    # ready: the main phase (and the schedule's clock) starts once a leader is known to every node, as a real
-    # run's does; boot: at once, while the first election is still going on (register runs stored before)
-    start: str = "ready"
-    # wall: a clock fault moves the node's wall clock (its events' times) and not the core's timers, as on
-    # real nodes (libfaketime, monotonic clock left alone); timers: the core's timers follow it too (runs
-    # stored before)
-    clocks: str = "wall"
-    fsync_delay_ms: int = 0  # added to every fsync's 1–10 ms (a slow disk, as `--fsync-delay` on real nodes)
-    recovery: float = RECOVERY_SECONDS  # seconds between healing everything and the final reads
-    final: float = 20.0  # seconds allowed for the final reads
-    keys: int = 4
-    ops_per_key: int = 120
-    election_timeout_ms: int = 1000
-    fetch_timeout_ms: int = 2000
-    pre_vote: bool = False
-    workload: str = "register"
-    # queue workload (Kafka's safe profile by default)
-    acks: int = -1
-    partitions: int = 3
-    replication_factor: int = 3
-    min_isr: int = 2
-    unclean: bool = False
-    produce_timeout_ms: int = 1500
-    # shorter than Kafka's defaults (9 s, 30 s) so that faults of a few seconds move leadership and shrink ISRs
-    broker_session_timeout_ms: int = 3000
-    broker_heartbeat_interval_ms: int = 1000
-    replica_lag_time_max_ms: int = 5000
+# the simulator's own settings (not options of a test: the same on every run)
+TIMEOUT_MS = 2000  # client request timeout → info
+LATENCY_MS = (0.5, 5.0)  # one-way message latency, uniform
+FINAL_SECONDS = 20.0  # allowed for the final reads
+RAFT_CONFIG = RaftConfig(election_timeout_ms=1000, fetch_timeout_ms=2000, pre_vote=False)
+# shorter than Kafka's defaults (9 s, 30 s) so that faults of a few seconds move leadership and shrink ISRs
+BROKER_SESSION_TIMEOUT_MS = 3000
+BROKER_HEARTBEAT_INTERVAL_MS = 1000
+REPLICA_LAG_TIME_MAX_MS = 5000
+
+
+@dataclass(frozen=True)
+class SimPlan:
+    """What drives a run besides its TestSpec: a stored run's fault events and client operations
+    (None: drawn from the spec's seed), and the way it was simulated (MODES, the current way by default).
+
+    links tcp: a message that meets a partition is retransmitted until the heal (or lost when the
+    sender's connection times out), as on real nodes; datagram: lost at once (runs stored before tcp
+    links). start ready: the main phase (and the schedule's clock) starts once a leader is known to
+    every node, as a real run's does; boot: at once (register runs stored before). clocks wall: a
+    clock fault moves the node's wall clock and not the core's timers, as on real nodes (libfaketime
+    leaves the monotonic clock alone); timers: the timers follow it too (runs stored before).
+    """
+
     schedule: list[dict[str, Any]] | None = None  # replay these nemesis events instead of generating them
     ops: list[dict[str, Any]] | None = None  # replay these client operations instead of drawing them
+    links: str = "tcp"
+    start: str = "ready"
+    clocks: str = "wall"
+
+    def __post_init__(self) -> None:
+        for name in MODES:
+            if error := mode_error(name, getattr(self, name)):
+                raise ValueError(error)
 
 
 @dataclass
@@ -116,41 +105,38 @@ class SimResult:
     stats: dict[str, Any]
     workload_options: dict[str, Any] = field(default_factory=dict)  # the workload's, as schedule.json stores them
 
-    def schedule_document(self, opts: SimOptions) -> dict[str, Any]:
-        """`schedule.json`: everything needed to drive this run again without the random source."""
+    def schedule_document(self, spec: TestSpec, plan: SimPlan | None = None) -> dict[str, Any]:
+        """`schedule.json`: everything needed to drive this run of `spec` (and `plan`) again without the
+        random source."""
+        plan = plan or SimPlan()
         return {
             "format": SCHEDULE_FORMAT,
-            "workload": opts.workload,
-            "seed": opts.seed,
-            "nodes": opts.nodes,
-            "concurrency": opts.concurrency,
-            "time-limit": opts.time_limit,
-            "bugs": list(opts.bugs),
-            **({"fsync-delay-ms": opts.fsync_delay_ms} if opts.fsync_delay_ms else {}),
-            "links": opts.links,
-            "start": opts.start,
-            "clocks": opts.clocks,
+            "workload": spec.workload,
+            "seed": spec.seed,
+            "nodes": spec.nodes,
+            "concurrency": spec.concurrency,
+            "time-limit": spec.time_limit,
+            "bugs": list(spec.bugs),
+            **({"fsync-delay-ms": spec.fsync_delay} if spec.fsync_delay else {}),
+            "links": plan.links,
+            "start": plan.start,
+            "clocks": plan.clocks,
             **self.workload_options,
             "nemesis": self.schedule,
             "ops": self.ops,
         }
 
 
-def make_workload(opts: SimOptions, nodes: list[str]) -> Workload:
-    """The workload `opts` names, with its options."""
-    options = {name: getattr(opts, name) for name in registry.OPTIONS if hasattr(opts, name)}
-    return registry.make(opts.workload, nodes, opts.seed, timeout_s=opts.timeout_ms / 1000, **options)
-
-
 class Simulation:
-    def __init__(self, opts: SimOptions, history_path: str | None = None) -> None:
-        self.opts = opts
-        seed = opts.seed
+    """One run of `spec` in virtual time (driven by `plan`'s stored schedule and operations if given).
+    The spec's backend is not read: the same spec runs here and on a real cluster."""
+
+    def __init__(self, spec: TestSpec, plan: SimPlan | None = None, history_path: str | None = None) -> None:
+        self.spec = spec
+        self.plan = plan = plan or SimPlan()
+        seed = spec.seed
         self.sched = Scheduler()
-        for name in MODES:
-            if error := mode_error(name, getattr(opts, name)):
-                raise ValueError(error)
-        self.net = Network(self.sched, stream("net", seed), opts.latency_ms, tcp=opts.links == "tcp")
+        self.net = Network(self.sched, stream("net", seed), LATENCY_MS, tcp=plan.links == "tcp")
         self.invariants = Invariants(self)
         self.recorder = Recorder(lambda: self.sched.now, history_path)
         self.events: list[dict[str, Any]] = []
@@ -158,25 +144,21 @@ class Simulation:
         self.fatal: list[dict[str, Any]] = []
         self.phase = "main"
         self.main_start = 0  # the main phase starts once the cluster is ready (and the workload's setup is done)
-        self.main_end = int(opts.time_limit * SECOND)
+        self.main_end = int(spec.time_limit * SECOND)
         self.final_end = 0
-        self.node_ids = list(range(1, opts.nodes + 1))
+        self.node_ids = list(range(1, spec.nodes + 1))
         self.names = [f"n{i}" for i in self.node_ids]
-        config = RaftConfig(
-            election_timeout_ms=opts.election_timeout_ms,
-            fetch_timeout_ms=opts.fetch_timeout_ms,
-            pre_vote=opts.pre_vote,
-        )
-        self.workload = make_workload(opts, self.names)
+        config = RAFT_CONFIG
+        self.workload = spec.make_workload(self.names, TIMEOUT_MS / 1000)
         brokers = self.workload.api == "kafka"
         broker_config = BrokerConfig(
-            min_insync_replicas=opts.min_isr,
-            unclean_leader_election_enable=opts.unclean,
-            default_replication_factor=opts.replication_factor,
-            num_partitions=opts.partitions,
-            broker_session_timeout_ms=opts.broker_session_timeout_ms,
-            broker_heartbeat_interval_ms=opts.broker_heartbeat_interval_ms,
-            replica_lag_time_max_ms=opts.replica_lag_time_max_ms,
+            min_insync_replicas=spec.min_isr,
+            unclean_leader_election_enable=spec.unclean,
+            default_replication_factor=spec.replication_factor,
+            num_partitions=spec.partitions,
+            broker_session_timeout_ms=BROKER_SESSION_TIMEOUT_MS,
+            broker_heartbeat_interval_ms=BROKER_HEARTBEAT_INTERVAL_MS,
+            replica_lag_time_max_ms=REPLICA_LAG_TIME_MAX_MS,
         )
         self._connection_configs = (config, broker_config if brokers else None)
         self._hold_ns: dict[type, int] = {}
@@ -192,43 +174,44 @@ class Simulation:
                         self.node_ids,
                         config,
                         core_rng,
-                        opts.bugs,
+                        spec.bugs,
                         broker_config=broker_config,
                         endpoint=(f"n{i}", 9092),
                     )
-                return KVNode(i, self.node_ids, config, core_rng, opts.bugs)
+                return KVNode(i, self.node_ids, config, core_rng, spec.bugs)
 
             self.nodes[i] = SimNode(
                 self,
                 i,
                 make,
                 stream("disk", seed, i, node_rng.random()),
-                disk_latency_ms=(1.0 + opts.fsync_delay_ms, 10.0 + opts.fsync_delay_ms),
+                disk_latency_ms=(1.0 + spec.fsync_delay, 10.0 + spec.fsync_delay),
+                timers_follow_clock=plan.clocks == "timers",
             )
         self.transport = SimTransport(self)
         # no nemesis thread: the simulator's faults come from the scheduler, at the schedule's times
         clock = lambda: self.sched.now  # noqa: E731
-        self.core = Core(opts.concurrency, self.recorder, clock, rng=self._rng("interpreter"), nemesis=False)
+        self.core = Core(spec.concurrency, self.recorder, clock, rng=self._rng("interpreter"), nemesis=False)
         self.interpreter = SimInterpreter(self.core, self.sched, self.transport, self.workload.client)
-        plans: dict[int, list[dict[str, Any]]] = {slot: [] for slot in range(opts.concurrency)}
-        for i, step in enumerate(sorted(opts.ops or [], key=lambda s: s["at"])):
+        plans: dict[int, list[dict[str, Any]]] = {slot: [] for slot in range(spec.concurrency)}
+        for i, step in enumerate(sorted(plan.ops or [], key=lambda s: s["at"])):
             if step["client"] not in plans:
-                raise ValueError(f"schedule op for client {step['client']}, but concurrency is {opts.concurrency}")
+                raise ValueError(f"schedule op for client {step['client']}, but concurrency is {spec.concurrency}")
             plans[step["client"]].append({"seq": i, **step})
-        self.plans = plans if opts.ops is not None else None
+        self.plans = plans if plan.ops is not None else None
         self._requests: dict[int, Any] = {}
         self._next_request = 0
         self.schedule = (
-            opts.schedule
-            if opts.schedule is not None
-            else generate(seed, self.names, opts.nemeses, opts.time_limit, opts.interval, opts.partition_kinds)
+            plan.schedule
+            if plan.schedule is not None
+            else generate(seed, self.names, list(spec.nemeses), spec.time_limit, spec.interval, spec.partition_kinds)
         )
         self.faults = SimFaults(self.nodes.values(), self.net, self.sched, seed)
         self.nemesis = NemesisInterpreter(self.faults, self.names, stream("nemesis-run", seed))
 
     # ------------------------------------------------------------------ plumbing used by nodes/clients
     def _rng(self, name: str) -> random.Random:
-        return stream(name, self.opts.seed)
+        return stream(name, self.spec.seed)
 
     def new_request(self, client: Any) -> int:
         """A request id; the node's reply (or its closing the request) goes to `client`."""
@@ -298,28 +281,28 @@ class Simulation:
 
     def _heal_all(self) -> None:
         """Heal every fault package (each recorded, even with nothing to heal) and any other fault in force."""
-        packages = {*ALL, *self.opts.nemeses, *(e["package"] for e in self.schedule if "package" in e)}
+        packages = {*ALL, *self.spec.nemeses, *(e["package"] for e in self.schedule if "package" in e)}
         for event in self.nemesis.heal_events(packages):
             self._fault(event)
 
     # ------------------------------------------------------------------ running
     def run(self) -> SimResult:
-        opts = self.opts
+        spec = self.spec
         started = time.perf_counter()
         for node in self.nodes.values():
             node.start()
         self.main_start = 0
         setup = self.workload.setup()
-        if opts.start == "ready" or setup is not None:
+        if self.plan.start == "ready" or setup is not None:
             self.phase = "setup"
             self._await_leader()
             if setup is not None:
                 self._setup(setup)
             self.phase = "main"
             self.main_start = self.sched.now
-            self.main_end = self.main_start + int(opts.time_limit * SECOND)
+            self.main_end = self.main_start + int(spec.time_limit * SECOND)
         for event in self.schedule:
-            if event["at"] < int(opts.time_limit * SECOND):
+            if event["at"] < int(spec.time_limit * SECOND):
                 self.sched.at(self.main_start + event["at"], self._fault, event)
         self.core.ops_origin = self.main_start
         self.interpreter.start(self._main_generator())
@@ -327,21 +310,21 @@ class Simulation:
 
         self.phase = "recover"
         self._heal_all()
-        self.sched.run_until(self.main_end + int(opts.recovery * SECOND))
+        self.sched.run_until(self.main_end + int(RECOVERY_SECONDS * SECOND))
 
         self.phase = "final"
         start_final = self.sched.now
-        self.final_end = start_final + int(opts.final * SECOND)
-        limit = int(opts.time_limit * SECOND)
+        self.final_end = start_final + int(FINAL_SECONDS * SECOND)
+        limit = int(spec.time_limit * SECOND)
         self.op_log = sorted((o for o in self.core.ops if o["at"] < limit), key=lambda o: o["at"])
         keys = sorted({step["key"] for step in self.op_log if step["key"] is not None}, key=lambda k: (len(k), k))
-        final = self.workload.final(keys, opts.concurrency)
+        final = self.workload.final(keys, spec.concurrency)
         self.core.rng = self._rng("interpreter-final")  # the same whether the main phase followed a plan or not
-        self.interpreter.start(gen.clients(gen.time_limit(opts.final, final)) if final is not None else None)
+        self.interpreter.start(gen.clients(gen.time_limit(FINAL_SECONDS, final)) if final is not None else None)
         self.sched.run_until(self.final_end, stop=lambda: self.core.finished)
         # let operations still in flight complete or time out, so the history has no loose ends
         self.phase = "done"
-        self.sched.run_until(self.sched.now + (opts.timeout_ms + 10) * MS)
+        self.sched.run_until(self.sched.now + (TIMEOUT_MS + 10) * MS)
         read = {op.key for op in self.recorder.ops if op.time >= start_final and op.type == "ok"}
         unread = [k for k in keys if k not in read]
 
@@ -354,7 +337,7 @@ class Simulation:
             invariants = {**invariants, "valid": False, "node-fatal": self.fatal}
             invariants.setdefault("anomaly-types", []).append("node-fatal")
         stats = {
-            "seed": opts.seed,
+            "seed": spec.seed,
             "virtual-seconds": round(virtual, 3),
             "wall-seconds": round(wall, 3),
             "speedup": round(virtual / wall, 1) if wall > 0 else None,
@@ -374,12 +357,12 @@ class Simulation:
 
     def _main_generator(self) -> gen.Generator:
         """The clients' main phase: the workload's operations at the runner's rate, or a stored plan."""
-        opts = self.opts
+        spec = self.spec
         if self.plans is None:
-            return client_phase(self.workload, opts.time_limit, opts.rate)
-        limit = int(opts.time_limit * SECOND)
+            return client_phase(self.workload, spec.time_limit, spec.rate)
+        limit = int(spec.time_limit * SECOND)
         lanes = {slot: [step for step in steps if step["at"] < limit] for slot, steps in self.plans.items()}
-        return gen.clients(gen.plan(lanes, opts.time_limit))
+        return gen.clients(gen.plan(lanes, spec.time_limit))
 
     def _await_leader(self) -> None:
         """Run until a leader is known to every node in its epoch (when a real run's main phase starts)."""
@@ -400,7 +383,7 @@ class Simulation:
     def _setup(self, setup: gen.Generator) -> None:
         """Run the workload's setup on clients of its own (its operations are not part of the history)."""
         clock = lambda: self.sched.now  # noqa: E731
-        core = Core(self.opts.concurrency, Recorder(clock), clock, nemesis=False)
+        core = Core(self.spec.concurrency, Recorder(clock), clock, nemesis=False)
         SimInterpreter(core, self.sched, self.transport, self.workload.client).start(gen.clients(setup))
         self.sched.run_until(self.sched.now + int(SETUP_WITHIN_SECONDS * SECOND), stop=lambda: core.finished)
         if not core.finished:

@@ -51,6 +51,7 @@ class SimNode:
         make_core: Callable[[], KVNode],
         rng: random.Random,
         disk_latency_ms: tuple[float, float] = (1.0, 10.0),
+        timers_follow_clock: bool = False,
     ) -> None:
         self.sim = sim
         self.sched: Scheduler = sim.sched
@@ -72,7 +73,7 @@ class SimNode:
         self._timer_token = 0
         self.fatal: list[str] = []
         self.restarts = 0
-        self.timers_follow_clock = sim.opts.clocks == "timers"
+        self.timers_follow_clock = timers_follow_clock  # clock faults move the core's timers too (old runs)
         self._dispatch = Dispatcher(self)
 
     # ------------------------------------------------------------------ clock

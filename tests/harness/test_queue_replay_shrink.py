@@ -16,8 +16,9 @@ from harness.commands.explore import run as run_explore
 from harness.commands.replay import run as run_replay
 from harness.commands.shrink import run as run_shrink
 from harness.shrink import build
-from harness.sim.cluster import SimOptions
-from harness.simrun import options_from_schedule, simulate
+from harness.sim.cluster import SimPlan
+from harness.simrun import from_schedule, simulate
+from harness.spec import TestSpec
 
 
 def explore_queue(store: Path, bug: str, seed: int = 0, budget: str = "90s") -> Path:
@@ -104,9 +105,9 @@ def test_build_keeps_queue_ops_without_a_node() -> None:
         {"at": 2, "client": 4, "f": "poll", "key": "t0-1", "value": None},
         {"at": 3, "client": 9, "f": "send", "key": "t0-0", "value": 7},
     ]
-    opts = build(SimOptions(workload="queue"), [], ops, 3, 5.0)
-    assert [o["client"] for o in opts.ops or []] == [0, 0, 1] and opts.concurrency == 2
-    assert all("node" not in o for o in opts.ops or [])
+    spec, plan = build((TestSpec(workload="queue"), SimPlan()), [], ops, 3, 5.0)
+    assert [o["client"] for o in plan.ops or []] == [0, 0, 1] and spec.concurrency == 2
+    assert all("node" not in o for o in plan.ops or [])
 
 
 def test_failing_key_from_queue_and_partition_log_anomalies() -> None:
@@ -130,5 +131,5 @@ def test_a_queue_schedule_without_ops_still_runs() -> None:
         "nemesis": [],
         "ops": [],
     }
-    checked = simulate(options_from_schedule(doc))
+    checked = simulate(*from_schedule(doc))
     assert checked.valid is True

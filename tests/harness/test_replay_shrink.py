@@ -16,8 +16,9 @@ from harness.commands.explore import run as run_explore
 from harness.commands.replay import run as run_replay
 from harness.commands.shrink import run as run_shrink
 from harness.shrink import ROBUST_SEED_STEP, Shrinker, build, fault_groups, parse_budget, parse_robust
-from harness.sim.cluster import SimOptions
-from harness.simrun import options_from_schedule
+from harness.sim.cluster import SimPlan
+from harness.simrun import from_schedule
+from harness.spec import TestSpec
 
 
 def explore(tmp_path: Path, bug: str, seed: int = 100) -> Path:
@@ -131,8 +132,8 @@ def robust_shrink(stale_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture
     capsys.readouterr()
     assert run_shrink(argparse.Namespace(run_dir=str(run), budget=budget, quiet=True, robust=robust)) == 1
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    opts = options_from_schedule(json.loads((run / "minimal" / "schedule.json").read_text()))
-    timings = [simulate(replace(opts, seed=opts.seed + k * ROBUST_SEED_STEP)) for k in range(summary["robust"])]
+    spec, plan = from_schedule(json.loads((run / "minimal" / "schedule.json").read_text()))
+    timings = [simulate(replace(spec, seed=spec.seed + k * ROBUST_SEED_STEP), plan) for k in range(summary["robust"])]
     cls = set(summary["anomaly-class"])
     return [t.valid is False and bool(cls & t.anomalies) for t in timings], summary
 
@@ -192,9 +193,9 @@ def test_fails_counts_timings_and_stops_once_decided(monkeypatch: pytest.MonkeyP
     failing: set[int] = set()
     seen: list[int] = []
 
-    def fake(opts: SimOptions, check_time_limit: float = 0) -> Run:
-        seen.append(opts.seed)
-        return Run(opts.seed, failing)
+    def fake(spec: TestSpec, plan: SimPlan, check_time_limit: float = 0) -> Run:
+        seen.append(spec.seed)
+        return Run(spec.seed, failing)
 
     monkeypatch.setattr(shrink, "simulate", fake)
     shrinker = Shrinker.__new__(Shrinker)
@@ -211,15 +212,16 @@ def test_fails_counts_timings_and_stops_once_decided(monkeypatch: pytest.MonkeyP
         failing.clear()
         failing.update(fail_at)
         seen.clear()
-        assert (shrinker.fails(SimOptions(seed=0)) is not None) is accepted, fail_at
+        assert (shrinker.fails((TestSpec(seed=0), SimPlan())) is not None) is accepted, fail_at
         assert len(seen) == runs, (fail_at, seen)
     shrinker.robust_min = 4
     failing.clear()
     failing.update({0, 2 * step})
     seen.clear()
-    assert shrinker.fails(SimOptions(seed=0)) is None and len(seen) == 2  # all four asked: out of reach at once
+    # all four asked: out of reach at once
+    assert shrinker.fails((TestSpec(seed=0), SimPlan())) is None and len(seen) == 2
     failing.update({step, 3 * step})
-    assert shrinker.timings_failing(SimOptions(seed=0)) == 4
+    assert shrinker.timings_failing((TestSpec(seed=0), SimPlan())) == 4
 
 
 def test_longer_fresh_starts_only_when_no_short_one_fails(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -235,13 +237,13 @@ def test_longer_fresh_starts_only_when_no_short_one_fails(monkeypatch: pytest.Mo
         valid = True
         anomalies = frozenset()
 
-    def fake(opts: SimOptions, **_: object) -> Valid:
-        shapes.append((opts.nodes, opts.concurrency, opts.time_limit))
+    def fake(spec: TestSpec, plan: SimPlan, **_: object) -> Valid:
+        shapes.append((spec.nodes, spec.concurrency, spec.time_limit))
         return Valid()
 
     monkeypatch.setattr(shrink, "simulate", fake)
     shrinker = Shrinker.__new__(Shrinker)
-    shrinker.original = argparse.Namespace(opts=SimOptions(nodes=5, concurrency=10, time_limit=30.0))
+    shrinker.original = argparse.Namespace(spec=TestSpec(nodes=5, concurrency=10, time_limit=30.0), plan=SimPlan())
     shrinker.fewest_nodes, shrinker.runs, shrinker.deadline = 3, 0, _time.monotonic() + 60
     assert shrinker.fresh_starts(share=1.0, tries=2) == []
     assert sorted(set(shapes)) == [(3, 2, 4.0), (3, 3, 6.0), (5, 3, 6.0)] and len(shapes) == 6
@@ -286,9 +288,10 @@ def test_build_restricts_to_fewer_nodes_and_renumbers_clients() -> None:
         [{"at": 3, "package": "pause", "f": "pause", "value": ["n2", "n5"]}],
     ]
     ops = [{"at": 5, "client": 7, "f": "read", "key": "r1", "value": None, "node": "n5"}]
-    opts = build(SimOptions(), groups, ops, 3, 10.0)
-    assert [e["f"] for e in opts.schedule or []] == ["pause"] and opts.schedule[0]["value"] == ["n2"]
-    assert opts.ops == [{**ops[0], "client": 0, "node": "n2"}] and opts.concurrency == 1 and opts.nodes == 3
+    spec, plan = build((TestSpec(), SimPlan()), groups, ops, 3, 10.0)
+    assert [e["f"] for e in plan.schedule or []] == ["pause"] and plan.schedule[0]["value"] == ["n2"]
+    assert plan.ops == [{**ops[0], "client": 0, "node": "n2"}] and spec.concurrency == 1 and spec.nodes == 3
+    assert spec.nemeses == ("pause",)
 
 
 def test_packet_faults_pair_with_their_stop_and_keep_only_the_kept_nodes() -> None:
@@ -301,8 +304,8 @@ def test_packet_faults_pair_with_their_stop_and_keep_only_the_kept_nodes() -> No
     groups = fault_groups(events)
     assert [[e["f"] for e in g] for g in groups] == [["start-packet", "stop-packet"], ["start-packet"]]
     ops = [{"at": 5, "client": 0, "f": "read", "key": "r1", "value": None, "node": "n1"}]
-    opts = build(SimOptions(), groups, ops, 3, 10.0)
-    assert [(e["f"], e["value"]) for e in opts.schedule or []] == [
+    _, plan = build((TestSpec(), SimPlan()), groups, ops, 3, 10.0)
+    assert [(e["f"], e["value"]) for e in plan.schedule or []] == [
         ("start-packet", {**shaped, "nodes": ["n2"]}),
         ("stop-packet", None),
     ]
@@ -318,7 +321,7 @@ def test_schedule_without_ops_is_rejected() -> None:
     from checkers.errors import InputError
 
     with pytest.raises(InputError, match="ops"):
-        options_from_schedule({"format": 2, "seed": 1, "nodes": 3, "concurrency": 1, "time-limit": 1, "nemesis": []})
+        from_schedule({"format": 2, "seed": 1, "nodes": 3, "concurrency": 1, "time-limit": 1, "nemesis": []})
 
 
 def test_schedules_store_their_links_and_older_ones_replay_with_datagram_links(stale_run: Path) -> None:
@@ -328,12 +331,12 @@ def test_schedules_store_their_links_and_older_ones_replay_with_datagram_links(s
     from harness.simrun import simulate
 
     doc = json.loads((stale_run / "schedule.json").read_text())
-    assert doc["links"] == "tcp" and options_from_schedule(doc).links == "tcp"
+    assert doc["links"] == "tcp" and from_schedule(doc)[1].links == "tcp"
     older = {k: v for k, v in doc.items() if k != "links"}
-    assert options_from_schedule(older).links == "datagram"
+    assert from_schedule(older)[1].links == "datagram"
     with pytest.raises(InputError, match="links"):
-        options_from_schedule({**doc, "links": "carrier-pigeon"})
-    tcp, datagram = simulate(options_from_schedule(doc)), simulate(options_from_schedule(older))
+        from_schedule({**doc, "links": "carrier-pigeon"})
+    tcp, datagram = simulate(*from_schedule(doc)), simulate(*from_schedule(older))
     assert tcp.sim.stats["retransmitted"] > 0 and datagram.sim.stats["retransmitted"] == 0
     assert tcp.digest != datagram.digest  # the partitions of this run met messages in flight
 
@@ -346,7 +349,7 @@ def test_register_runs_start_once_a_leader_is_known_to_every_node(stale_run: Pat
 
     doc = json.loads((stale_run / "schedule.json").read_text())
     assert doc["start"] == "ready"
-    checked = simulate(options_from_schedule(doc))
+    checked = simulate(*from_schedule(doc))
     ready_at, leader = ready_point(checked.sim.events, [f"n{i}" for i in range(1, doc["nodes"] + 1)])
     assert leader is not None and ready_at == checked.main_start > 0
     first = min(op.time for op in checked.sim.recorder.ops)
@@ -354,9 +357,9 @@ def test_register_runs_start_once_a_leader_is_known_to_every_node(stale_run: Pat
     assert first == checked.main_start + min(x["at"] for x in doc["ops"] + doc["nemesis"])
     # register schedules stored before "start" started at boot and still replay so; queue runs always waited
     older = {k: v for k, v in doc.items() if k != "start"}
-    assert options_from_schedule(older).start == "boot"
-    assert options_from_schedule({**older, "workload": "queue"}).start == "ready"
-    assert simulate(options_from_schedule(older)).main_start == 0
+    assert from_schedule(older)[1].start == "boot"
+    assert from_schedule({**older, "workload": "queue"})[1].start == "ready"
+    assert simulate(*from_schedule(older)).main_start == 0
 
 
 def test_observable_explore_and_shrink_keep_an_anomaly_a_real_cluster_can_see(

@@ -11,7 +11,7 @@ import pytest
 
 from checkers.history import Op
 from harness.runner.run import run_real
-from harness.sim.cluster import SimOptions, Simulation
+from harness.sim.cluster import Simulation
 from harness.spec import TestSpec
 
 SEED, NODES, CONCURRENCY, SECONDS = 5, 3, 4, 4.0
@@ -30,15 +30,9 @@ def before_first_fault(ops: list[Op]) -> list[tuple[Any, ...]]:
     return out
 
 
-def simulated(workload: str) -> list[tuple[Any, ...]]:
-    opts = SimOptions(
-        seed=SEED, nodes=NODES, concurrency=CONCURRENCY, time_limit=SECONDS, nemeses=[], rate=RATE, workload=workload
-    )
-    return before_first_fault(Simulation(opts).run().recorder.ops)
-
-
-def real(backend: str, run_dir: Path, workload: str) -> list[tuple[Any, ...]]:
-    spec = TestSpec(
+def the_test(workload: str, backend: str) -> TestSpec:
+    """The one test both runtimes run (only its backend differs)."""
+    return TestSpec(
         workload=workload,
         backend=backend,
         nemeses=(),
@@ -50,6 +44,13 @@ def real(backend: str, run_dir: Path, workload: str) -> list[tuple[Any, ...]]:
         rate=RATE,
         **QUEUE,
     )
+
+
+def simulated(spec: TestSpec) -> list[tuple[Any, ...]]:
+    return before_first_fault(Simulation(spec).run().recorder.ops)
+
+
+def real(spec: TestSpec, run_dir: Path) -> list[tuple[Any, ...]]:
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)  # as `kraftwerk test` lays out a run
     results, history = run_real(spec, run_dir, quiet=True)
     assert results["valid"] is True, results
@@ -58,8 +59,8 @@ def real(backend: str, run_dir: Path, workload: str) -> list[tuple[Any, ...]]:
 
 
 def same_ops(backend: str, tmp_path: Path, workload: str = "register") -> None:
-    sim = simulated(workload)
-    on_cluster = real(backend, tmp_path, workload)
+    sim = simulated(the_test(workload, "sim"))
+    on_cluster = real(the_test(workload, backend), tmp_path)
     assert len(sim) >= 10 and len({p for *_, p in sim}) > 1  # enough operations, on more than one process
     n = min(len(sim), len(on_cluster))
     assert abs(len(sim) - len(on_cluster)) <= 1  # an op due right at the time limit may fall either side

@@ -4,14 +4,14 @@ with the opt-in reading, and the marks are there to be read."""
 from __future__ import annotations
 
 from checkers.linearizable import check
-from harness.sim.cluster import SimOptions
 from harness.simrun import simulate
+from harness.spec import TestSpec
 
 
 def test_clean_runs_stay_valid_reading_compare_failures() -> None:
     marked = 0
     for seed in (1, 2):
-        checked = simulate(SimOptions(seed=seed, time_limit=15.0, nemeses=["partition", "kill"]))
+        checked = simulate(TestSpec(seed=seed, time_limit=15.0, nemeses=("partition", "kill")))
         history = checked.sim.recorder.history("history.jsonl")
         fails = [op for op in history.operations() if op.f == "cas" and op.type == "fail"]
         marked += sum(1 for op in fails if op.complete is not None and op.complete.error == "cas-mismatch")

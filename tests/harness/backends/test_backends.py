@@ -174,3 +174,33 @@ def test_netns_needs_root_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
     with pytest.raises(BackendError, match="needs root"):
         netns.NetnsBackend()
+
+
+def test_registry_rebuilds_a_running_clusters_control_transports(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kraftwerk cluster kill/start` reach the nodes of a cluster another process started through the
+    registry: each backend that can says how (docker: its container; netns: its namespace)."""
+    from types import SimpleNamespace
+
+    from harness.backends import docker, registry
+    from harness.control.docker import DockerTransport
+    from harness.control.netns import NetnsTransport
+
+    ns = registry.control("netns", "abc123", "n2")
+    assert isinstance(ns, NetnsTransport) and ns.node == "n2" and ns.netns == "kw-abc123-n2"
+    asked: list[str] = []
+
+    def get(name: str) -> object:
+        asked.append(name)
+        if name.endswith("-n9"):
+            raise LookupError("404 Not Found")
+        return SimpleNamespace(name=name, client=SimpleNamespace(api=None))
+
+    monkeypatch.setattr(docker, "_client", lambda: SimpleNamespace(containers=SimpleNamespace(get=get)))
+    container = registry.control("docker", "abc123", "n1")
+    assert isinstance(container, DockerTransport) and container.container.name == "kraftwerk-abc123-n1"
+    with pytest.raises(BackendError, match="container of node n9 is gone"):
+        registry.control("docker", "abc123", "n9")
+    assert asked == ["kraftwerk-abc123-n1", "kraftwerk-abc123-n9"]
+    for kind in ("local", "ssh", "sim"):
+        with pytest.raises(BackendError, match="cannot reach the nodes"):
+            registry.control(kind, "abc123", "n1")

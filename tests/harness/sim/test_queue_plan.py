@@ -8,15 +8,17 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.sim.cluster import SimOptions
-from harness.simrun import Checked, options_from_schedule, simulate
+from harness.sim.cluster import SimPlan
+from harness.simrun import Checked, from_schedule, simulate
+from harness.spec import TestSpec
 
+ACKS = {-1: "all", 1: "1", 0: "0"}  # the producer's acks → --acks
 SETTINGS = settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 
 
 def stored(checked: Checked) -> dict[str, Any]:
     """schedule.json as it would be written and read back."""
-    return json.loads(json.dumps(checked.sim.schedule_document(checked.opts)))
+    return json.loads(json.dumps(checked.sim.schedule_document(checked.spec, checked.plan)))
 
 
 @SETTINGS
@@ -26,11 +28,11 @@ def stored(checked: Checked) -> dict[str, Any]:
     bugs=st.sampled_from([[], ["hw-from-leader"], ["no-truncate"], ["stale-leader-produce"]]),
 )
 def test_queue_plan_replays_byte_identically(seed: int, acks: int, bugs: list[str]) -> None:
-    first = simulate(SimOptions(seed=seed, time_limit=3, workload="queue", acks=acks, bugs=bugs))
+    first = simulate(TestSpec(seed=seed, time_limit=3, workload="queue", acks=ACKS[acks], bugs=bugs))
     doc = stored(first)
     assert doc["workload"] == "queue" and doc["acks"] == acks and doc["ops"]
     assert {op["f"] for op in doc["ops"]} <= {"assign", "send", "poll"}
-    again = simulate(options_from_schedule(doc))
+    again = simulate(*from_schedule(doc))
     assert again.digest == first.digest
     assert again.results["valid"] == first.results["valid"]
 
@@ -39,11 +41,11 @@ def test_queue_plan_replays_byte_identically(seed: int, acks: int, bugs: list[st
 @given(seed=st.integers(0, 10_000), keep=st.lists(st.booleans(), min_size=64, max_size=64))
 def test_any_subset_of_a_plan_is_well_formed_and_deterministic(seed: int, keep: list[bool]) -> None:
     """What shrink does to a plan (drop any operations) never invents an anomaly on a correct cluster."""
-    first = simulate(SimOptions(seed=seed, time_limit=4, workload="queue"))
+    first = simulate(TestSpec(seed=seed, time_limit=4, workload="queue"))
     doc = stored(first)
     doc["ops"] = [op for i, op in enumerate(doc["ops"]) if keep[i % len(keep)]]
-    a = simulate(options_from_schedule(doc))
-    b = simulate(options_from_schedule(doc))
+    a = simulate(*from_schedule(doc))
+    b = simulate(*from_schedule(doc))
     assert a.digest == b.digest
     assert a.valid is True, sorted(a.anomalies)
     # a poll of a partition its process was not assigned (its assign was dropped, or a crash reopened the
@@ -75,8 +77,8 @@ def test_unassigned_polls_fail_and_assign_resets_positions() -> None:
         {"at": 6 * s, "client": 0, "f": "poll", "key": "t0-0", "value": None},
         {"at": 7 * s, "client": 0, "f": "poll", "key": "t0-1", "value": None},  # not assigned: fails
     ]
-    opts = SimOptions(seed=5, time_limit=8, workload="queue", concurrency=1, nemeses=[], schedule=[], ops=ops)
-    checked = simulate(opts)
+    spec = TestSpec(seed=5, time_limit=8, workload="queue", concurrency=1, nemeses=[])
+    checked = simulate(spec, SimPlan(schedule=[], ops=ops))
     assert checked.valid is True, sorted(checked.anomalies)
     main_end = checked.main_start + 8 * s
     done = [op for op in checked.sim.recorder.ops if op.type != "invoke" and op.time < main_end]
@@ -89,12 +91,14 @@ def test_unassigned_polls_fail_and_assign_resets_positions() -> None:
     assert poll3.value == [[0, 1]]  # the second assign reset it to the start
     # what ran is what is stored
     assert [o["f"] for o in checked.sim.ops] == ["poll", "send", "assign", "poll", "poll", "assign", "poll", "poll"]
-    assert simulate(options_from_schedule(stored(checked))).digest == checked.digest
+    assert simulate(*from_schedule(stored(checked))).digest == checked.digest
 
 
 def test_stored_queue_options_round_trip() -> None:
-    opts = SimOptions(seed=2, time_limit=2, workload="queue", acks=1, partitions=2, min_isr=1, unclean=True)
-    doc = stored(simulate(opts))
-    back = options_from_schedule(doc)
-    assert (back.workload, back.acks, back.partitions, back.min_isr, back.unclean) == ("queue", 1, 2, 1, True)
-    assert back.replication_factor == opts.replication_factor
+    spec = TestSpec(seed=2, time_limit=2, workload="queue", acks="1", partitions=2, min_isr=1, unclean=True)
+    doc = stored(simulate(spec))
+    assert doc["acks"] == 1  # as the producer sends it
+    back, plan = from_schedule(doc)
+    assert (back.workload, back.acks, back.partitions, back.min_isr, back.unclean) == ("queue", "1", 2, 1, True)
+    assert back.replication_factor == spec.replication_factor
+    assert (plan.schedule, plan.ops) == (doc["nemesis"], doc["ops"])

@@ -7,11 +7,12 @@ from typing import Any
 import pytest
 
 from harness.checks import check_run
-from harness.sim.cluster import SimOptions, Simulation
+from harness.sim.cluster import Simulation
+from harness.spec import TestSpec
 
 
 def run(seed: int, time_limit: float = 20.0, **kw: Any) -> dict[str, Any]:
-    sim = Simulation(SimOptions(seed=seed, time_limit=time_limit, workload="queue", **kw))
+    sim = Simulation(TestSpec(seed=seed, time_limit=time_limit, workload="queue", **kw))
     result = sim.run()
     verdict = check_run(
         result.recorder.history(),
@@ -35,8 +36,8 @@ def test_safe_profile_run_is_valid_and_does_work() -> None:
 
 
 def test_same_seed_same_history() -> None:
-    a = Simulation(SimOptions(seed=3, time_limit=6, workload="queue")).run()
-    b = Simulation(SimOptions(seed=3, time_limit=6, workload="queue")).run()
+    a = Simulation(TestSpec(seed=3, time_limit=6, workload="queue")).run()
+    b = Simulation(TestSpec(seed=3, time_limit=6, workload="queue")).run()
     assert a.stats["history-sha256"] == b.stats["history-sha256"]
 
 
@@ -56,7 +57,7 @@ def test_sweep_safe_profile_valid(block: int) -> None:
 def test_acks_1_with_leader_kills_loses_writes() -> None:
     """Expected, and documented: acks=1 answers before any follower has the record."""
     for seed in range(10):
-        verdict = run(seed, time_limit=30, acks=1)
+        verdict = run(seed, time_limit=30, acks="1")
         if "lost-write" in verdict.get("anomaly-types", []):
             return
     pytest.fail("acks=1 never lost a write in 10 seeds")

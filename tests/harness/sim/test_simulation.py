@@ -9,13 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.checks import check_run
-from harness.sim.cluster import SimOptions, Simulation
+from harness.sim.cluster import SimPlan, Simulation
+from harness.spec import TestSpec
 
 ALL = ["partition", "kill", "pause", "clock"]
 
 
 def run(seed: int, bugs: list[str] | None = None, time_limit: float = 15.0, **kw: Any) -> dict[str, Any]:
-    result = Simulation(SimOptions(seed=seed, time_limit=time_limit, bugs=bugs or [], **kw)).run()
+    result = Simulation(TestSpec(seed=seed, time_limit=time_limit, bugs=bugs or [], **kw)).run()
     verdict = check_run(result.recorder.history(), result.events, result.logs, result.invariants, "cas-register", 120)
     verdict["sim"] = result.stats
     return verdict
@@ -24,15 +25,15 @@ def run(seed: int, bugs: list[str] | None = None, time_limit: float = 15.0, **kw
 @settings(max_examples=5, deadline=None)
 @given(st.integers(0, 2**31 - 1))
 def test_same_seed_same_history(seed: int) -> None:
-    a = Simulation(SimOptions(seed=seed, time_limit=8)).run()
-    b = Simulation(SimOptions(seed=seed, time_limit=8)).run()
+    a = Simulation(TestSpec(seed=seed, time_limit=8)).run()
+    b = Simulation(TestSpec(seed=seed, time_limit=8)).run()
     assert a.stats["history-sha256"] == b.stats["history-sha256"]
     assert a.events == b.events and a.schedule == b.schedule
 
 
 def test_different_seeds_differ() -> None:
-    a = Simulation(SimOptions(seed=1, time_limit=5)).run()
-    b = Simulation(SimOptions(seed=2, time_limit=5)).run()
+    a = Simulation(TestSpec(seed=1, time_limit=5)).run()
+    b = Simulation(TestSpec(seed=2, time_limit=5)).run()
     assert a.stats["history-sha256"] != b.stats["history-sha256"]
 
 
@@ -74,11 +75,11 @@ def test_each_bug_is_caught_within_a_few_seeds(bug: str) -> None:
 @pytest.mark.parametrize("bugs", [[], ["stale-read"]])
 def test_stored_schedule_replays_byte_identically(bugs: list[str]) -> None:
     """schedule.json (nemesis events + every client op) drives the run again without the random source."""
-    opts = SimOptions(seed=21, time_limit=12, bugs=bugs)
-    first = Simulation(opts).run()
-    doc = first.schedule_document(opts)
+    spec = TestSpec(seed=21, time_limit=12, bugs=bugs)
+    first = Simulation(spec).run()
+    doc = first.schedule_document(spec)
     assert doc["ops"] and all({"at", "client", "f", "key", "value", "node"} <= set(op) for op in doc["ops"])
-    again = Simulation(SimOptions(seed=21, time_limit=12, bugs=bugs, schedule=doc["nemesis"], ops=doc["ops"])).run()
+    again = Simulation(spec, SimPlan(schedule=doc["nemesis"], ops=doc["ops"])).run()
     assert again.stats["history-sha256"] == first.stats["history-sha256"]
 
 
@@ -93,13 +94,13 @@ def test_a_clock_fault_moves_the_wall_clock_and_moves_timers_only_in_older_runs(
         {"at": at, "client": 0, "f": "write", "key": "r1", "value": i, "node": f"n{i}"}
         for i, at in ((1, 2_500_000_000), (2, 2_800_000_000), (3, 3_100_000_000))
     ]
-    opts = SimOptions(seed=5, nodes=3, concurrency=1, time_limit=4, schedule=[bump], ops=writes, clocks=clocks)
-    sim = Simulation(opts)
+    spec, plan = TestSpec(seed=5, nodes=3, concurrency=1, time_limit=4), SimPlan([bump], writes, clocks=clocks)
+    sim = Simulation(spec, plan)
     result = sim.run()
     after = [e for e in result.events if e["type"] == "state" and e["time"] >= sim.main_start + 30 * 10**9]
     epochs = {e["epoch"] for e in result.events if e["type"] == "state"}
     if clocks == "wall":
-        assert epochs == {0, 1} and after == [] and result.schedule_document(opts)["clocks"] == "wall"
+        assert epochs == {0, 1} and after == [] and result.schedule_document(spec, plan)["clocks"] == "wall"
         hw_times = [e["time"] for e in result.events if e["type"] == "hw"]
         assert max(hw_times) >= sim.main_start + 30 * 10**9  # stamped with the bumped wall clock
     else:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable
-from types import SimpleNamespace
 from typing import Any
 
 from checkers.epochs import EpochChecker
@@ -49,7 +48,6 @@ class TestHost:
     __test__ = False  # not a pytest test class
 
     def __init__(self, seed: int, delay_ms: tuple[float, float], loss: float) -> None:
-        self.opts = SimpleNamespace(clocks="wall")
         self.sched = Scheduler()
         self.net = Network(self.sched, random.Random(f"net-{seed}"), delay_ms, loss=loss, tcp=False)
         self.nodes: dict[int, SimNode] = {}
