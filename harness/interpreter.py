@@ -67,6 +67,7 @@ class Core:
         if nemesis:  # the nemesis thread (a runtime that injects faults by itself needs none)
             self.workers[NEMESIS] = NEMESIS
         self.free: set[Any] = set(self.workers)
+        self._order = tuple(sorted(self.workers, key=gen.thread_order))  # the threads never change
         self._threads = {p: t for t, p in self.workers.items()}  # process -> thread
         self.ops: list[dict[str, Any]] = []  # realised client operations (schedule.json "ops")
         self.nemesis_log: list[dict[str, Any]] = []  # realised nemesis events
@@ -79,7 +80,7 @@ class Core:
 
     def context(self, reserved: frozenset[Any] = frozenset()) -> Context:
         """The generator's view: threads reserved by ops waiting for their time count as busy."""
-        return Context(self.clock(), dict(self.workers), frozenset(self.free - reserved), self.rng)
+        return Context(self.clock(), dict(self.workers), frozenset(self.free - reserved), self.rng, self._order)
 
     @property
     def busy(self) -> bool:
