@@ -105,8 +105,9 @@ class Network:
             self.dropped += 1
             return
         lo, hi = self.latency
-        when = self.sched.now + lo + int(rng.random() * (hi - lo))
-        give_up = self.sched.now + hold if self.tcp and partitionable else 0
+        now = self.sched.now
+        when = now + lo + int(rng.random() * (hi - lo))
+        give_up = now + hold if self.tcp and partitionable else 0
         if self.shaping is not None and partitionable and self.shaping.applies(src, dst):
             fate = self.shaping.fate(self.tcp)
             self.shaped += 1
