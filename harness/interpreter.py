@@ -142,7 +142,7 @@ class Core:
         return due
 
     def _dispatch(self, op: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        ctx = self.context()
+        ctx = None if gen.ignores_events(self.gen) else self.context()
         thread = self._threads.get(op["process"])
         if thread is None or thread not in self.free:
             raise RuntimeError(f"generator emitted {op!r} for a busy or unknown process")
@@ -155,13 +155,14 @@ class Core:
             self._notify(event)
         else:
             op["invoked"] = self.clock()
-        if self.gen is not None:
+        if ctx is not None and self.gen is not None:
             self.gen = self.gen.update(ctx, event)
         return thread, op
 
     def complete(self, thread: Any, op: dict[str, Any], result: Completion | Applied) -> None:
         """Record how `op` (started on `thread`) ended: a client's Completion or a nemesis event's Applied."""
-        ctx = self.context()  # before the process changes: generators look the event's process up
+        # before the process changes: generators look the event's process up (none needed if they ignore events)
+        ctx = None if gen.ignores_events(self.gen) else self.context()
         process = op["process"]
         if isinstance(result, Applied):
             rec = self.recorder.record(NEMESIS, "info", op["f"], result.recorded, error=result.error)
@@ -203,7 +204,7 @@ class Core:
                 self._threads[process + self.concurrency] = thread
         self.free.add(thread)
         self._notify(event)
-        if self.gen is not None:
+        if ctx is not None and self.gen is not None:
             self.gen = self.gen.update(ctx, event)
 
     def _notify(self, event: dict[str, Any]) -> None:

@@ -471,7 +471,7 @@ class OnThreads(Generator):
         return op, OnThreads(self.pred, nxt, self._scope)
 
     def update(self, ctx: Context, event: Op) -> Generator | None:
-        if _ignores_events(self.gen):
+        if ignores_events(self.gen):
             return self
         t = ctx.thread_of(event.get("process"))
         if t is None or not self.pred(t):
@@ -480,13 +480,13 @@ class OnThreads(Generator):
         return self if nxt is self.gen else OnThreads(self.pred, nxt, self._scope)
 
 
-def _ignores_events(g: Generator | None) -> bool:
-    """True when `g.update` returns `g` itself whatever the event (so asking it can be skipped)."""
+def ignores_events(g: Generator | None) -> bool:
+    """True when `g.update` returns `g` itself whatever the event (so an interpreter may skip asking it)."""
     while g is not None:
         kind = type(g)
         if kind.update is Generator.update:
             return True
-        if kind is TimeLimit or kind is Stagger or kind is Delay:
+        if kind is TimeLimit or kind is Stagger or kind is Delay or kind is OnThreads:
             g = g.gen  # these return themselves when the generator inside does
             continue
         return False

@@ -130,7 +130,7 @@ class Network:
     def _arrive(
         self, src: str, dst: str, deliver: Callable[..., Any], args: tuple[Any, ...], part: bool, give_up: int
     ) -> None:
-        if part:
+        if part and (self._held or self.grudge):  # nothing held and no partition: straight through
             held = self._held.get((src, dst))
             if held is not None:  # behind a message being retransmitted: in order, on the same connection
                 held.messages.append((give_up, deliver, args))
