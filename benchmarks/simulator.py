@@ -3,21 +3,31 @@
 - speed: simulated seconds per wall second, 5 nodes, 10 clients, all nemeses (target ≥ 100×);
 - election: time from a leader kill to a new leader, p50/p99 over ≥ 20 kills (target p50 ≤ 2 × election timeout);
 - bugs: per seeded bug, in how many of N seeds a run is invalid, and by which checker;
-- queue-bugs: the same for the queue workload (broker bugs, and acks=1 losing writes).
+- queue-bugs: the same for the queue workload (broker bugs, and acks=1 losing writes);
+- cost: CPU cost of a fixed set of runs (seeds × register/queue), as callgrind instruction counts
+  (load-independent) and best-of-N CPU seconds, for this tree and optionally other trees
+  (`--tree DIR`, e.g. a `git worktree` of an older commit) side by side, with each run's history digest.
 
-Usage: .venv/bin/python benchmarks/simulator.py [speed|election|bugs|queue-bugs|all] [--seeds N] [--time-limit S]
+Usage: .venv/bin/python benchmarks/simulator.py [speed|election|bugs|queue-bugs|cost|all] [--seeds N] [--time-limit S]
+       .venv/bin/python benchmarks/simulator.py cost --seeds 3 --time-limit 20 --tree /tmp/old [--no-callgrind]
 Prints Markdown tables for benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import re
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -156,13 +166,88 @@ def queue_bugs(seeds: int, time_limit: float) -> None:
     print()
 
 
+# Run in the tree under test (cwd and PYTHONPATH = that tree), so it must use only the API every
+# compared commit has: Simulation of SimOptions (before the simulator took the TestSpec) or of a TestSpec.
+# argv: JSON list of [seed, workload], time limit, repeats.
+_COST_CHILD = """
+import json, sys, time
+from harness.sim.cluster import Simulation
+try:
+    from harness.sim.cluster import SimOptions
+except ImportError:
+    from harness.spec import TestSpec as SimOptions
+cases, limit, repeats = json.loads(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+out = []
+for seed, workload in cases:
+    best = None
+    for _ in range(repeats):
+        t = time.process_time()
+        stats = Simulation(SimOptions(seed=seed, workload=workload, time_limit=limit)).run().stats
+        cpu = time.process_time() - t
+        best = cpu if best is None else min(best, cpu)
+    out.append({"seed": seed, "workload": workload, "cpu": best, "operations": stats["operations"],
+                "events": stats["events"], "digest": stats.get("history-sha256", "")})
+print("COST " + json.dumps(out))
+"""
+
+
+def _cost_child(tree: Path, cases: list[list[Any]], limit: float, repeats: int, valgrind: list[str]) -> tuple[Any, int]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    cmd = [*valgrind, sys.executable, "-c", _COST_CHILD, json.dumps(cases), str(limit), str(repeats)]
+    proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, check=True)
+    found = re.search(r"Collected : (\d+)", proc.stderr)
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("COST "))
+    return json.loads(line[5:]), int(found.group(1)) if found else 0
+
+
+def cost(trees: list[Path], seeds: int, time_limit: float, repeats: int, callgrind: bool) -> None:
+    """Per tree: callgrind instructions of the whole set of runs (minus the same process doing only the
+    imports), per-run best-of-`repeats` CPU seconds and runs/s. Each run's history digest is printed so a
+    change that should not alter histories can be checked on the same table."""
+    cases = [[seed, workload] for workload in ("register", "queue") for seed in range(seeds)]
+    if callgrind and shutil.which("valgrind") is None:
+        sys.exit("cost: valgrind is not installed (apt-get install valgrind), or pass --no-callgrind")
+    what = f"{len(cases)} runs: seeds 0–{seeds - 1} × register, queue; {time_limit:g} s main phase"
+    print(f"### Simulator CPU cost ({what})\n")
+    print(f"| tree | commit | instructions (runs only) | per run | CPU s (sum of best-of-{repeats}) | runs/s |")
+    print("|---|---|---|---|---|---|")
+    per_run: dict[str, list[Any]] = {}
+    for tree in trees:
+        commit = subprocess.run(
+            ["git", "describe", "--always", "--dirty"], cwd=tree, capture_output=True, text=True
+        ).stdout.strip()
+        instructions = "—"
+        per = "—"
+        if callgrind:
+            with tempfile.TemporaryDirectory(prefix="simcost-") as tmp:
+                vg = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.%p"]
+                _, imports = _cost_child(tree, [], time_limit, 1, vg)
+                _, total = _cost_child(tree, cases, time_limit, 1, vg)
+            instructions = f"{total - imports:,}"
+            per = f"{(total - imports) // len(cases):,}"
+        rows, _ = _cost_child(tree, cases, time_limit, repeats, [])
+        cpu = sum(r["cpu"] for r in rows)
+        per_run[f"{tree.name} {commit}"] = rows
+        print(f"| {tree} | {commit} | {instructions} | {per} | {cpu:.2f} | {len(rows) / cpu:.2f} |", flush=True)
+    print("\n| run | " + " | ".join(per_run) + " |")
+    print("|---|" + "---|" * len(per_run))
+    for i, (seed, workload) in enumerate(cases):
+        cells = [f"{r[i]['cpu']:.2f} s, {r[i]['operations']} ops, {r[i]['digest'][:12]}" for r in per_run.values()]
+        print(f"| {workload} seed {seed} | " + " | ".join(cells) + " |")
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", nargs="?", default="all", choices=["speed", "election", "bugs", "queue-bugs", "all"])
+    what = ["speed", "election", "bugs", "queue-bugs", "cost", "all"]
+    parser.add_argument("what", nargs="?", default="all", choices=what)
     parser.add_argument("--seeds", type=int, default=50)
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--kills", type=int, default=30)
     parser.add_argument("--best-of", type=int, default=1, help="speed: time each seed N times, keep the fastest")
+    parser.add_argument("--tree", action="append", default=[], help="cost: also measure this source tree (repeatable)")
+    parser.add_argument("--repeats", type=int, default=3, help="cost: CPU seconds are the best of N runs")
+    parser.add_argument("--no-callgrind", action="store_true", help="cost: CPU seconds only")
     args = parser.parse_args()
     print(f"machine: {platform.node()} — {os.cpu_count()} cores, Python {platform.python_version()}\n")
     if args.what in ("speed", "all"):
@@ -173,6 +258,10 @@ def main() -> None:
         bugs(args.seeds, args.time_limit)
     if args.what in ("queue-bugs", "all"):
         queue_bugs(args.seeds, args.time_limit)
+    if args.what == "cost":
+        root = Path(__file__).resolve().parent.parent
+        trees = [Path(t).resolve() for t in args.tree] + [root]
+        cost(trees, min(args.seeds, 10), args.time_limit, args.repeats, not args.no_callgrind)
 
 
 if __name__ == "__main__":

@@ -67,6 +67,7 @@ class Core:
         if nemesis:  # the nemesis thread (a runtime that injects faults by itself needs none)
             self.workers[NEMESIS] = NEMESIS
         self.free: set[Any] = set(self.workers)
+        self._order = tuple(sorted(self.workers, key=gen.thread_order))  # the threads never change
         self._threads = {p: t for t, p in self.workers.items()}  # process -> thread
         self.ops: list[dict[str, Any]] = []  # realised client operations (schedule.json "ops")
         self.nemesis_log: list[dict[str, Any]] = []  # realised nemesis events
@@ -79,7 +80,7 @@ class Core:
 
     def context(self, reserved: frozenset[Any] = frozenset()) -> Context:
         """The generator's view: threads reserved by ops waiting for their time count as busy."""
-        return Context(self.clock(), dict(self.workers), frozenset(self.free - reserved), self.rng)
+        return Context(self.clock(), dict(self.workers), frozenset(self.free - reserved), self.rng, self._order)
 
     @property
     def busy(self) -> bool:
@@ -141,7 +142,7 @@ class Core:
         return due
 
     def _dispatch(self, op: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        ctx = self.context()
+        ctx = None if gen.ignores_events(self.gen) else self.context()
         thread = self._threads.get(op["process"])
         if thread is None or thread not in self.free:
             raise RuntimeError(f"generator emitted {op!r} for a busy or unknown process")
@@ -154,13 +155,14 @@ class Core:
             self._notify(event)
         else:
             op["invoked"] = self.clock()
-        if self.gen is not None:
+        if ctx is not None and self.gen is not None:
             self.gen = self.gen.update(ctx, event)
         return thread, op
 
     def complete(self, thread: Any, op: dict[str, Any], result: Completion | Applied) -> None:
         """Record how `op` (started on `thread`) ended: a client's Completion or a nemesis event's Applied."""
-        ctx = self.context()  # before the process changes: generators look the event's process up
+        # before the process changes: generators look the event's process up (none needed if they ignore events)
+        ctx = None if gen.ignores_events(self.gen) else self.context()
         process = op["process"]
         if isinstance(result, Applied):
             rec = self.recorder.record(NEMESIS, "info", op["f"], result.recorded, error=result.error)
@@ -202,7 +204,7 @@ class Core:
                 self._threads[process + self.concurrency] = thread
         self.free.add(thread)
         self._notify(event)
-        if self.gen is not None:
+        if ctx is not None and self.gen is not None:
             self.gen = self.gen.update(ctx, event)
 
     def _notify(self, event: dict[str, Any]) -> None:

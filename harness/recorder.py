@@ -7,11 +7,24 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 from checkers.history import History, Op
 
 _ENCODER = json.JSONEncoder(separators=(", ", ": "))  # json.dumps with options builds a new encoder per call
+# JSONEncoder.encode builds its C encoder on every call: build it once (the same bytes)
+_C_ENCODE = (
+    c_make_encoder(None, _ENCODER.default, encode_basestring_ascii, None, ": ", ", ", False, False, True)
+    if c_make_encoder is not None
+    else None
+)
+
+
+def _encode(obj: Any) -> str:
+    if _C_ENCODE is None:  # a Python without the C accelerator
+        return _ENCODER.encode(obj)
+    return "".join(_C_ENCODE(obj, 0))
 
 
 class Recorder:
@@ -44,7 +57,7 @@ class Recorder:
             line=len(self.ops) + 1,
         )
         self.ops.append(op)
-        line = _ENCODER.encode(op.to_dict()) + "\n"
+        line = _encode(op.to_dict()) + "\n"
         self._digest.update(line.encode())
         if self._fh is not None:
             self._fh.write(line)

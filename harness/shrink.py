@@ -32,11 +32,12 @@ not assigned, so any subset of a queue schedule is still a well-formed run.
 
 With `--robust K` a candidate counts only if it fails under K timings (the run's
 seed and K-1 others that keep the schedule but draw other message latencies and
-timeouts): a slower search whose result depends less on one exact interleaving,
-which is what a replay on a real cluster needs. `--robust M/K` asks for M of the
-K timings (its own among them): a failure that comes back one time in four under
-the simulator's timings often comes back within a few tries on a real cluster,
-and schedules that fail under every timing tried are rarely small.
+timeouts, and let each fault land up to 100 ms late, as real faults do): a slower
+search whose result depends less on one exact interleaving, which is what a
+replay on a real cluster needs. `--robust M/K` asks for M of the K timings (its
+own among them): a failure that comes back one time in four under the
+simulator's timings often comes back within a few tries on a real cluster, and
+schedules that fail under every timing tried are rarely small.
 
 The minimal run is written to RUN_DIR/minimal/ (schedule.json, history, events,
 results, report.html) with a pytest file that reproduces it as a regression test.
@@ -60,6 +61,9 @@ from harness.streams import stream
 Candidate = tuple[TestSpec, SimPlan]  # a run to try: the test (size, seed, bugs) and its schedule
 
 ROBUST_SEED_STEP = 7919  # --robust: the other timings' seeds are the run's seed plus multiples of this
+# --robust: in the other timings each fault also lands up to this much later than scheduled, as on real
+# clusters (docker, measured under load: invoked 5-15 ms late, then 75-80 ms to apply a partition)
+FAULT_LATE_NS = 100_000_000
 STOP_ENDS = {
     "stop-partition": "start-partition",
     "start": "kill",
@@ -67,6 +71,28 @@ STOP_ENDS = {
     "reset-clock": "bump-clock",
     "stop-packet": "start-packet",
 }
+
+
+def other_timing(candidate: Candidate, k: int) -> Candidate:
+    """Timing `k` of a candidate for --robust (0: its own): another seed, so other message latencies and
+    timeouts, and each fault of its schedule landing a random 0-100 ms later (in order, before the time
+    limit), as faults do on a real cluster; the client operations keep their times."""
+    spec, plan = candidate
+    if k == 0:
+        return candidate
+    seed = (spec.seed + k * ROBUST_SEED_STEP) % 2**31
+    if not plan.schedule:
+        return replace(spec, seed=seed), plan
+    rng = stream("robust-faults", seed)
+    end = int(spec.time_limit * 1_000_000_000) - 1
+    late, previous = [], 0
+    for event in plan.schedule:
+        at = int(event["at"])
+        if at < end:
+            at = min(end, max(previous, at + int(rng.random() * FAULT_LATE_NS)))
+        previous = at
+        late.append({**event, "at": at})
+    return replace(spec, seed=seed), replace(plan, schedule=late)
 
 
 def parse_robust(value: Any) -> tuple[int, int]:
@@ -173,12 +199,6 @@ def build(
     )
 
 
-def _timing(spec: TestSpec, k: int) -> TestSpec:
-    """`spec` under its k-th other timing (k = 0: its own): a seed that keeps the schedule but draws other
-    message latencies and timeouts."""
-    return replace(spec, seed=(spec.seed + k * ROBUST_SEED_STEP) % 2**31) if k else spec
-
-
 def _indices(examples: list[Any]) -> list[int]:
     """Every history index an anomaly example names (`index`, `read-index`, … at any depth)."""
     out: list[int] = []
@@ -265,14 +285,15 @@ class Shrinker:
             if hits + self.robust - k < self.robust_min:
                 return None
             self.runs += 1
-            other = simulate(_timing(spec, k), plan, check_time_limit=30)
+            other = simulate(*other_timing((spec, plan), k), check_time_limit=30)
             hits += self.same_way(other)
         return checked if hits >= self.robust_min else None
 
     def timings_failing(self, candidate: Candidate) -> int:
         """Of the `robust` timings (its own seed and the others `fails` tries), how many fail the same way."""
-        spec, plan = candidate
-        return sum(self.same_way(simulate(_timing(spec, k), plan, check_time_limit=30)) for k in range(self.robust))
+        return sum(
+            self.same_way(simulate(*other_timing(candidate, k), check_time_limit=30)) for k in range(self.robust)
+        )
 
     def attempt(self, candidate: Candidate) -> Checked | None:
         """Run a candidate; keep and return it if it fails the same way."""

@@ -30,6 +30,7 @@ STREAMS: dict[str, str] = {
     "disk": "simulator: one node's disk latency",
     "start-smaller": "shrink: fresh small runs to start shrinking from",
     "start-longer": "shrink: fresh longer runs to start shrinking from",
+    "robust-faults": "shrink --robust: how late each fault lands in the other timings",
 }
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 NEMESIS = "nemesis"
@@ -38,7 +38,8 @@ Thread = Hashable
 Result = tuple[Any, "Generator | None"] | None
 
 
-def _thread_key(t: Thread) -> tuple[int, Any, str]:
+def thread_order(t: Thread) -> tuple[int, Any, str]:
+    """The sort key of threads: client threads by number, then named ones (the nemesis)."""
     return (1, 0, t) if isinstance(t, str) else (0, t, "")
 
 
@@ -50,12 +51,16 @@ class Context:
     workers: Mapping[Thread, Any]  # thread -> its current process (only the threads in scope)
     free: frozenset[Thread]
     rng: random.Random
+    # the threads of `workers` in `threads()` order, when the caller knows them (they rarely change)
+    order: tuple[Thread, ...] | None = field(default=None, compare=False, repr=False)
 
     def threads(self) -> list[Thread]:
-        return sorted(self.workers, key=_thread_key)
+        if self.order is not None:
+            return list(self.order)
+        return sorted(self.workers, key=thread_order)
 
     def free_threads(self) -> list[Thread]:
-        return sorted(self.free, key=_thread_key)
+        return sorted(self.free, key=thread_order)
 
     def thread_of(self, process: Any) -> Thread | None:
         for t, p in self.workers.items():
@@ -435,19 +440,26 @@ class OnThreads(Generator):
     """`gen` sees (and schedules) only the threads for which `pred(thread)` holds."""
 
     def __init__(
-        self, pred: Callable[[Thread], bool], gen: Generator | None, scope: tuple[frozenset, frozenset] | None = None
+        self,
+        pred: Callable[[Thread], bool],
+        gen: Generator | None,
+        scope: tuple[frozenset, frozenset, tuple] | None = None,
     ) -> None:
         self.pred, self.gen = pred, gen
-        self._scope = scope  # (threads of the last context, those of them in scope): pred asked once per set
+        # (threads of the last context, those of them in scope, the latter in order): pred asked once per set
+        self._scope = scope
 
     def _restrict(self, ctx: Context) -> Context:
         scope = self._scope
         if scope is None or scope[0] != ctx.workers.keys():
             threads = frozenset(ctx.workers)
-            scope = self._scope = (threads, frozenset(t for t in threads if self.pred(t)))
+            inside = frozenset(t for t in threads if self.pred(t))
+            scope = self._scope = (threads, inside, tuple(sorted(inside, key=thread_order)))
         inside = scope[1]
+        if len(inside) == len(scope[0]):
+            return ctx  # every thread is in scope: the same view
         workers = {t: p for t, p in ctx.workers.items() if t in inside}
-        return Context(ctx.time, workers, ctx.free & inside, ctx.rng)
+        return Context(ctx.time, workers, ctx.free & inside, ctx.rng, scope[2])
 
     def op(self, ctx: Context) -> Result:
         if self.gen is None:
@@ -459,13 +471,26 @@ class OnThreads(Generator):
         return op, OnThreads(self.pred, nxt, self._scope)
 
     def update(self, ctx: Context, event: Op) -> Generator | None:
-        if self.gen is None or type(self.gen).update is Generator.update:
-            return self  # the generator inside ignores events
+        if ignores_events(self.gen):
+            return self
         t = ctx.thread_of(event.get("process"))
         if t is None or not self.pred(t):
             return self
         nxt = self.gen.update(self._restrict(ctx), event)
         return self if nxt is self.gen else OnThreads(self.pred, nxt, self._scope)
+
+
+def ignores_events(g: Generator | None) -> bool:
+    """True when `g.update` returns `g` itself whatever the event (so an interpreter may skip asking it)."""
+    while g is not None:
+        kind = type(g)
+        if kind.update is Generator.update:
+            return True
+        if kind is TimeLimit or kind is Stagger or kind is Delay or kind is OnThreads:
+            g = g.gen  # these return themselves when the generator inside does
+            continue
+        return False
+    return True
 
 
 class EachThread(Generator):

@@ -138,9 +138,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="1",
         metavar="K|M/K",
         help="keep only schedules that fail under K timings in the simulator (the run's seed and K-1 "
-        "others: other message latencies and election timeouts), or under at least M of them (its own among "
-        "them) with M/K, e.g. 2/8: the minimal schedule then depends less on one exact interleaving and comes "
-        "back more often on a real cluster; up to K times slower (default 1, K at most 20)",
+        "others: other message latencies and election timeouts, each fault landing 0-100 ms late), or under "
+        "at least M of them (its own among them) with M/K, e.g. 2/8: the minimal schedule then depends less "
+        "on one exact interleaving and comes back more often on a real cluster; up to K times slower (default 1, "
+        "K at most 20)",
     )
     p.add_argument(
         "--observable",

@@ -105,8 +105,9 @@ class Network:
             self.dropped += 1
             return
         lo, hi = self.latency
-        when = self.sched.now + lo + int(rng.random() * (hi - lo))
-        give_up = self.sched.now + hold if self.tcp and partitionable else 0
+        now = self.sched.now
+        when = now + lo + int(rng.random() * (hi - lo))
+        give_up = now + hold if self.tcp and partitionable else 0
         if self.shaping is not None and partitionable and self.shaping.applies(src, dst):
             fate = self.shaping.fate(self.tcp)
             self.shaped += 1
@@ -129,7 +130,7 @@ class Network:
     def _arrive(
         self, src: str, dst: str, deliver: Callable[..., Any], args: tuple[Any, ...], part: bool, give_up: int
     ) -> None:
-        if part:
+        if part and (self._held or self.grudge):  # nothing held and no partition: straight through
             held = self._held.get((src, dst))
             if held is not None:  # behind a message being retransmitted: in order, on the same connection
                 held.messages.append((give_up, deliver, args))

@@ -37,12 +37,17 @@ class ReplicaFetcher:
     def __init__(self, rm: ReplicaManager) -> None:
         self.rm = rm
         self.sessions: dict[int, _Session] = {}
+        self._ordered: list[Partition] = []  # rm.partitions by partition (partitions are only ever added)
 
     def _followed(self) -> dict[int, list[Partition]]:
+        partitions = self.rm.partitions
+        ordered = self._ordered
+        if len(ordered) != len(partitions):
+            ordered = self._ordered = [partitions[tp] for tp in sorted(partitions)]
         by_leader: dict[int, list[Partition]] = {}
-        for tp in sorted(self.rm.partitions):
-            p = self.rm.partitions[tp]
-            if p.role is Role.FOLLOWER and p.leader is not None:
+        follower = Role.FOLLOWER
+        for p in ordered:
+            if p.role is follower and p.leader is not None:
                 by_leader.setdefault(p.leader, []).append(p)
         return by_leader
 

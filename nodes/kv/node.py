@@ -88,11 +88,12 @@ class KVNode:
         out: list[KVEffect] = []
         outcomes: dict[int, Outcome | None] = {}
         for effect in effects:
-            if isinstance(effect, Committed):
+            kind = type(effect)  # exact types (neither is subclassed): this runs on every step
+            if kind is Committed:
                 for record in effect.records:
                     outcomes[record.offset] = self._apply(record)
                 out.append(effect)
-            elif isinstance(effect, Reply):
+            elif kind is Reply:
                 out.append(self._client_reply(effect, outcomes))
             else:
                 out.append(effect)

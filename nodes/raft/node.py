@@ -499,6 +499,45 @@ class RaftNode:
 
     def _fire_one_timer(self) -> bool:
         role = self.role
+        now = self._now
+        # each `t is not None and now >= t` below is `self._due(t)`, inlined: this runs after every input
+        if role is Role.FOLLOWER:
+            t = self._fetch_deadline
+            if t is not None and now >= t:
+                self._stand(Trigger.FETCH_TIMEOUT)
+                return True
+            if self._fetch_inflight:
+                t = self._fetch_timeout_at
+                if t is not None and now >= t:
+                    self._fetch_inflight = False  # the request or its response was lost: send again
+                    self._fetch_timeout_at = None
+                    self._maybe_fetch()
+                    return True
+            else:
+                t = self._fetch_retry_at
+                if t is not None and now >= t:
+                    self._fetch_retry_at = None
+                    self._maybe_fetch()
+                    return True
+            return False
+        if role is Role.LEADER:
+            if self._leader is None:
+                return False
+            t = self._leader.check_quorum_deadline(self.config)
+            if t is not None and now >= t:
+                self._to_resigned(Trigger.CHECK_QUORUM_FAILED, ())
+                return True
+            t = self._bqe_at
+            if t is not None and now >= t:
+                self._send_begin_quorum_epoch()
+                return True
+            if not self._parked:
+                return False
+            expired = [r for r, (_, _, deadline) in self._parked.items() if now >= deadline]
+            for replica in expired:
+                request, ctx, _ = self._parked.pop(replica)
+                self._send(replica, self._fetch_answer(request), ctx)
+            return bool(expired)
         if role in (Role.UNATTACHED, Role.VOTED, Role.RESIGNED) and self._due(self._election_at):
             self._stand(Trigger.ELECTION_TIMEOUT)
             return True
@@ -512,32 +551,6 @@ class RaftNode:
             if self._due(self._backoff_at):
                 self._backoff_at = None
                 self._stand(Trigger.BACKOFF_EXPIRED)
-                return True
-        if role is Role.FOLLOWER:
-            if self._due(self._fetch_deadline):
-                self._stand(Trigger.FETCH_TIMEOUT)
-                return True
-            if self._fetch_inflight and self._due(self._fetch_timeout_at):
-                self._fetch_inflight = False  # the request or its response was lost: send again
-                self._fetch_timeout_at = None
-                self._maybe_fetch()
-                return True
-            if not self._fetch_inflight and self._due(self._fetch_retry_at):
-                self._fetch_retry_at = None
-                self._maybe_fetch()
-                return True
-        if role is Role.LEADER and self._leader is not None:
-            if self._due(self._leader.check_quorum_deadline(self.config)):
-                self._to_resigned(Trigger.CHECK_QUORUM_FAILED, ())
-                return True
-            if self._due(self._bqe_at):
-                self._send_begin_quorum_epoch()
-                return True
-            expired = [r for r, (_, _, deadline) in self._parked.items() if self._now >= deadline]
-            for replica in expired:
-                request, ctx, _ = self._parked.pop(replica)
-                self._send(replica, self._fetch_answer(request), ctx)
-            if expired:
                 return True
         if role is Role.RESIGNED and self._due(self._eqe_at):
             self._send_end_quorum_epoch()

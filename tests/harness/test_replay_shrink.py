@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,16 @@ import pytest
 from harness.commands.explore import run as run_explore
 from harness.commands.replay import run as run_replay
 from harness.commands.shrink import run as run_shrink
-from harness.shrink import ROBUST_SEED_STEP, Shrinker, build, fault_groups, parse_budget, parse_robust
+from harness.shrink import (
+    FAULT_LATE_NS,
+    ROBUST_SEED_STEP,
+    Shrinker,
+    build,
+    fault_groups,
+    other_timing,
+    parse_budget,
+    parse_robust,
+)
 from harness.sim.cluster import SimPlan
 from harness.simrun import from_schedule
 from harness.spec import TestSpec
@@ -132,8 +140,8 @@ def robust_shrink(stale_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture
     capsys.readouterr()
     assert run_shrink(argparse.Namespace(run_dir=str(run), budget=budget, quiet=True, robust=robust)) == 1
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    spec, plan = from_schedule(json.loads((run / "minimal" / "schedule.json").read_text()))
-    timings = [simulate(replace(spec, seed=spec.seed + k * ROBUST_SEED_STEP), plan) for k in range(summary["robust"])]
+    candidate = from_schedule(json.loads((run / "minimal" / "schedule.json").read_text()))
+    timings = [simulate(*other_timing(candidate, k)) for k in range(summary["robust"])]
     cls = set(summary["anomaly-class"])
     return [t.valid is False and bool(cls & t.anomalies) for t in timings], summary
 
@@ -393,3 +401,30 @@ def test_observable_explore_and_shrink_keep_an_anomaly_a_real_cluster_can_see(
     minimal = set(json.loads((run / "minimal" / "results.json").read_text())["anomaly-types"])
     assert minimal & set(summary["anomaly-class"])
     assert summary["after"]["fault-events"] <= 5 and summary["after"]["operations"] <= 50, summary
+
+
+def test_other_timings_move_faults_late_in_order_and_keep_the_rest() -> None:
+    """--robust's other timings: another seed, each fault 0-100 ms later (never reordered, never past the
+    time limit); the run's own timing and the client operations are untouched."""
+    schedule = [
+        {"at": 1_000_000_000, "package": "kill", "f": "kill", "value": ["n1"]},
+        {"at": 1_000_000_000, "package": "partition", "f": "start-partition", "value": {"n2": ["n3"]}},
+        {"at": 1_050_000_000, "package": "kill", "f": "start", "value": None},
+        {"at": 1_999_990_000, "package": "partition", "f": "stop-partition", "value": None},
+    ]
+    ops = [{"at": 5, "client": 0, "f": "read", "key": "r1", "value": None, "node": "n1"}]
+    candidate = (TestSpec(seed=11, time_limit=2.0), SimPlan(schedule=schedule, ops=ops))
+    assert other_timing(candidate, 0) is candidate
+    moved_any = False
+    for k in range(1, 8):
+        spec, plan = other_timing(candidate, k)
+        assert spec.seed == (11 + k * ROBUST_SEED_STEP) % 2**31 and plan.ops == ops
+        assert plan.schedule is not None
+        ats = [e["at"] for e in plan.schedule]
+        assert ats == sorted(ats) and ats[-1] < 2_000_000_000
+        for before, after in zip(schedule, plan.schedule):
+            assert {**after, "at": before["at"]} == before
+            assert before["at"] <= after["at"] <= max(before["at"], 0) + FAULT_LATE_NS or after["at"] == ats[-1]
+        moved_any |= ats != [e["at"] for e in schedule]
+        assert other_timing(candidate, k)[1].schedule == plan.schedule  # drawn from the seed: the same every time
+    assert moved_any

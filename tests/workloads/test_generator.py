@@ -206,3 +206,31 @@ def test_plan_replays_each_lane_in_order_at_its_times() -> None:
     assert g.op(ctx(time=200)) is None  # every lane done
     _, late = gen.clients(gen.plan(lanes, 1e-6)).op(ctx(time=100))
     assert late.op(ctx(time=100 + SECOND)) is None  # the other lane's op is out of time: dropped
+
+
+def test_ignores_events_sees_through_wrappers_that_pass_events_on() -> None:
+    """The interpreters skip `update` (and the context it needs) only for generators that return themselves."""
+    ops = gen.Fn(lambda ctx: {"f": "read"})
+    quiet = gen.clients(gen.time_limit(1.0, gen.stagger(0.01, ops)))
+    assert gen.ignores_events(quiet) and gen.ignores_events(None)
+    loud = gen.clients(gen.time_limit(1.0, gen.until_ok(gen.repeat({"f": "read"}))))
+    assert not gen.ignores_events(loud)
+    ctx = Context(0, {0: 0, 1: 1}, frozenset({0, 1}), random.Random(1))
+    assert quiet.update(ctx, {"type": "ok", "process": 0, "f": "read"}) is quiet
+    assert loud.update(ctx, {"type": "ok", "process": 0, "f": "read"}) is not loud
+
+
+def test_a_context_given_its_thread_order_behaves_as_one_that_sorts() -> None:
+    """`order` (the interpreter's threads, sorted once) changes nothing a generator sees or draws."""
+    workers = {3: 13, NEMESIS: NEMESIS, 0: 10, 2: 12, 1: 11}
+    free = frozenset({0, 2, 3, NEMESIS})
+    order = tuple(sorted(workers, key=gen.thread_order))
+    for seed in range(20):
+        plain = Context(5, workers, free, random.Random(seed))
+        given = Context(5, workers, free, random.Random(seed), order)
+        assert plain.threads() == given.threads() == [0, 1, 2, 3, NEMESIS]
+        assert [plain.some_free_process() for _ in range(5)] == [given.some_free_process() for _ in range(5)]
+    inner = gen.on_threads(lambda t: t != NEMESIS, gen.Fn(lambda ctx: {"f": "read"}))
+    r = inner.op(Context(5, workers, free, random.Random(3), order))
+    s = inner.op(Context(5, workers, free, random.Random(3)))
+    assert r is not None and s is not None and r[0] == s[0]
