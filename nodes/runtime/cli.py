@@ -8,6 +8,8 @@
     ``<log.dirs>/partitions/``.
 ``python -m nodes dump-log (--config node.properties | --dir DIR)``
     prints the node's committed log (``logs/<node>.jsonl`` lines) from its data directory.
+``python -m nodes disk-fault --dir DIR --fault lose-unsynced|torn|corrupt [--seed N]``
+    damages a stopped node's log files (``diskfault.py``); prints what was done as JSON.
 
 Example ``node.properties`` (node 1 of 3; see ``config.py`` for every key)::
 
@@ -128,6 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args and args[0] == "dump-log":
             return _dump(args[1:])
+        if args and args[0] == "disk-fault":
+            from .diskfault import main as disk_fault
+
+            return disk_fault(args[1:])
         if args and args[0] == "run":
             args = args[1:]
         return _run(args)
