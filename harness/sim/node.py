@@ -17,6 +17,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from harness.sim.disk import BatchDisk, Disk
+from nodes.raft import with_repair
+from nodes.raft.bugs import SKIP_CRC
+from nodes.runtime.partition_store import PARTITIONS_DIR, partition_file_name
+from nodes.runtime.storage import LOG_FILE
 from harness.sim.engine import MS, Scheduler
 from nodes.broker.effects import (
     AppendPartitionLog,
@@ -102,11 +106,22 @@ class SimNode:
         self.generation += 1
         self._timer_at = None
         now = self.core_now()
+        check_crc = SKIP_CRC not in self.sim.opts.bugs
+        log, seen_end = self.disk.recover(check_crc)
+        # records lost inside the log: the node may not vote until it has them again (as the runtime driver)
+        persisted = with_repair(self.disk.quorum_state, seen_end)
+        if persisted is not self.disk.quorum_state:
+            self.disk.persist_quorum_state(persisted)
         if self.partitions:
-            logs = {tp: d.recovered_log() for tp, d in self.partitions.items()}
-            self.apply(self.core.start(now, self.disk.quorum_state, self.disk.recovered_log(), logs))  # type: ignore[call-arg]
+            logs = {tp: d.recover(check_crc)[0] for tp, d in self.partitions.items()}
+            self.apply(self.core.start(now, persisted, log, logs))  # type: ignore[call-arg]
         else:
-            self.apply(self.core.start(now, self.disk.quorum_state, self.disk.recovered_log()))
+            self.apply(self.core.start(now, persisted, log))
+
+    def log_files(self) -> list[tuple[str, Disk]]:
+        """The node's log files by their names in a real data directory: the raft log, then partition logs."""
+        parts = sorted((f"{PARTITIONS_DIR}/{partition_file_name(tp)}", d) for tp, d in self.partitions.items())
+        return [(LOG_FILE, self.disk), *parts]
 
     def crash(self) -> None:
         if not self.alive:

@@ -921,7 +921,8 @@ class RaftNode:
         if new <= self._hw:
             return
         old, self._hw = self._hw, new
-        self._emit(Event(hw_event(self.node_id, self._now, self.epoch, new)))
+        if not self._repair_to:  # while repairing, the watermark climbs back over ground already reported
+            self._emit(Event(hw_event(self.node_id, self._now, self.epoch, new)))
         self._emit(Committed(new, self._log.records(old, new)))
         for offset in sorted(o for o in self._pending if o < new):
             self._emit(Reply(self._pending.pop(offset), Error.NONE, offset, self.node_id))
