@@ -17,10 +17,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from harness.sim.disk import BatchDisk, Disk
-from nodes.raft import with_repair
-from nodes.raft.bugs import SKIP_CRC
-from nodes.runtime.partition_store import PARTITIONS_DIR, partition_file_name
-from nodes.runtime.storage import LOG_FILE
 from harness.sim.engine import MS, Scheduler
 from nodes.broker.effects import (
     AppendPartitionLog,
@@ -41,7 +37,11 @@ from nodes.raft import (
     Reply,
     Send,
     TruncateLog,
+    with_repair,
 )
+from nodes.raft.bugs import SKIP_CRC
+from nodes.runtime.partition_store import PARTITIONS_DIR, partition_file_name
+from nodes.runtime.storage import LOG_FILE
 
 if TYPE_CHECKING:
     from nodes.kv.node import KVNode
