@@ -75,10 +75,10 @@ class Disk:
         synced = b"".join(map(self.encode, self.view[:cut]))
         return synced + b"".join(map(self.encode, self.view[cut:])), len(synced)
 
-    def recover(self, check_crc: bool = True) -> tuple[list[Any], int | None]:
+    def recover(self, check_crc: bool = True) -> tuple[list[Any], tuple[int, int] | None]:
         """What a start reads: the durable log, or the damaged file through CRC recovery (``check_crc=False``:
-        the skip-crc bug); also the offset a damaged log had reached (None unless records were lost inside
-        it). The file is cut to what was recovered, as the runtime's recovery does."""
+        the skip-crc bug); also the position a damaged log had reached, (end offset, last epoch) (None unless
+        records were lost inside it). The file is cut to what was recovered, as the runtime's recovery does."""
         if self.damaged is None:
             return list(self.durable), None
         data, self.damaged = self.damaged, None
@@ -89,9 +89,9 @@ class Disk:
         return items, seen_end
 
     @staticmethod
-    def _recover_bytes(data: bytes, check_crc: bool) -> tuple[list[Any], int | None]:
+    def _recover_bytes(data: bytes, check_crc: bool) -> tuple[list[Any], Any]:
         records, info = recover(data, check_crc=check_crc)
-        return records, info.seen_end
+        return records, (info.seen_end, info.seen_epoch) if info.seen_end else None
 
 
 class BatchDisk(Disk):
@@ -102,7 +102,7 @@ class BatchDisk(Disk):
         return encode_batch(item)
 
     @staticmethod
-    def _recover_bytes(data: bytes, check_crc: bool) -> tuple[list[Any], int | None]:
+    def _recover_bytes(data: bytes, check_crc: bool) -> tuple[list[Any], Any]:
         batches, valid = recover_batches(data, check_crc=check_crc)
         seen = scan_beyond(data, valid, batches[-1].next_offset if batches else 0) if valid < len(data) else None
         return batches, seen

@@ -118,6 +118,7 @@ class RaftNode:
         # > 0 after recovery lost records inside the log: neither vote nor stand until the flushed
         # log reaches it again (persisted in the quorum state)
         self._repair_to = 0
+        self._repair_epoch = 0
         self._flushed = 0
         self._flush_inflight: int | None = None
         # timers (ns); None = not armed
@@ -311,7 +312,7 @@ class RaftNode:
     def _persist(self, epoch: int, leader: int | None, voted: int | None) -> None:
         if B.FORGET_VOTE in self.bugs:
             voted = None  # the bug: the vote lives only in memory
-        self._emit(PersistQuorumState(QuorumState(epoch, leader, voted, self._repair_to)))
+        self._emit(PersistQuorumState(QuorumState(epoch, leader, voted, self._repair_to, self._repair_epoch)))
 
     def _display_role(self) -> Role:
         # a prospective is reported as the role it will fall back to: nothing durable changed
@@ -471,6 +472,7 @@ class RaftNode:
         repair_to = persisted.repair_to if persisted is not None else 0
         if repair_to > self._log.end_offset and len(self.voters) > 1:
             self._repair_to = repair_to
+            self._repair_epoch = persisted.repair_epoch if persisted is not None else 0
         if self._lazy:
             self._lazy_flush_at = self._now + self.config.lazy_flush_interval_ms * MS
         s = startup_state(persisted, self._log.last_epoch, self.node_id, self.voters)
@@ -635,11 +637,13 @@ class RaftNode:
     def _log_is_up_to_date(self, m: VoteRequest) -> bool:
         if B.VOTE_IGNORES_LOG in self.bugs:
             return True
+        if self._repair_to:
+            # our log lost records we may have acknowledged: judge by the position it had reached
+            mine = max((self._log.last_epoch, self._log.end_offset), (self._repair_epoch, self._repair_to))
+            return (m.last_epoch, m.last_offset) >= mine
         return (m.last_epoch, m.last_offset) >= (self._log.last_epoch, self._log.end_offset)
 
     def _may_grant_vote(self, m: VoteRequest) -> bool:
-        if self._repair_to:
-            return False  # our log lost records we may have acknowledged: it cannot judge candidates
         if self.role not in (Role.UNATTACHED, Role.VOTED, Role.PROSPECTIVE):
             return False  # leader, candidate (voted for itself), follower, resigned
         if self.voted_for is not None:
@@ -649,8 +653,6 @@ class RaftNode:
         return self._log_is_up_to_date(m)
 
     def _may_grant_pre_vote(self, m: VoteRequest) -> bool:
-        if self._repair_to:
-            return False
         if self.role in (Role.UNATTACHED, Role.VOTED, Role.PROSPECTIVE):
             return self._log_is_up_to_date(m)
         if self.role is Role.FOLLOWER:
@@ -900,7 +902,7 @@ class RaftNode:
         if offset > self._flushed:
             self._flushed = offset
         if self._repair_to and self._flushed >= self._repair_to:
-            self._repair_to = 0  # the damaged range is back, and durable
+            self._repair_to = self._repair_epoch = 0  # the damaged range is back, and durable
             self._persist(self.epoch, self.leader_id, self.voted_for)
         if self.role is Role.LEADER and self._leader is not None and self._leader.update_local(self._durable_end()):
             self._leader_hw_rose()

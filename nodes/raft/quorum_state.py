@@ -21,12 +21,14 @@ class QuorumState:
     ``repair_to`` (0: none) is set when recovery found records lost inside the log (a damaged
     record, not a torn tail): the offset the log had reached. Until the node has fetched its log
     back up to it, it neither votes nor stands (its shorter log could elect a leader that lacks
-    entries it had acknowledged)."""
+    entries it had acknowledged); it may vote for a candidate whose log is at least as up to date
+    as the lost one, whose last record was ``(repair_epoch, repair_to - 1)``."""
 
     epoch: int = 0
     leader_id: int | None = None
     voted_for: int | None = None
     repair_to: int = 0
+    repair_epoch: int = 0
 
 
 def encode_quorum_state(state: QuorumState) -> bytes:
@@ -35,6 +37,7 @@ def encode_quorum_state(state: QuorumState) -> bytes:
     doc: dict = {"epoch": state.epoch, "leader": state.leader_id, "voted_for": state.voted_for}
     if state.repair_to:
         doc["repair_to"] = state.repair_to
+        doc["repair_epoch"] = state.repair_epoch
     return (json.dumps(doc, sort_keys=True) + "\n").encode()
 
 
@@ -61,15 +64,19 @@ def decode_quorum_state(data: bytes) -> QuorumState:
     repair_to = doc.get("repair_to", 0)
     if not isinstance(repair_to, int) or isinstance(repair_to, bool) or repair_to < 0:
         raise QuorumStateError(f"quorum state repair_to must be a non-negative int, got {repair_to!r}")
-    return QuorumState(epoch, _opt_id(doc, "leader"), _opt_id(doc, "voted_for"), repair_to)
+    repair_epoch = doc.get("repair_epoch", 0)
+    if not isinstance(repair_epoch, int) or isinstance(repair_epoch, bool) or repair_epoch < 0:
+        raise QuorumStateError(f"quorum state repair_epoch must be a non-negative int, got {repair_epoch!r}")
+    return QuorumState(epoch, _opt_id(doc, "leader"), _opt_id(doc, "voted_for"), repair_to, repair_epoch)
 
 
-def with_repair(persisted: QuorumState | None, seen_end: int | None) -> QuorumState | None:
-    """``persisted`` with ``repair_to`` raised to ``seen_end`` (what a damaged log had reached, from
-    :class:`~nodes.raft.records.RecoveryInfo`); unchanged when there is nothing to repair."""
+def with_repair(persisted: QuorumState | None, seen_end: int | None, seen_epoch: int = 0) -> QuorumState | None:
+    """``persisted`` with ``(repair_epoch, repair_to)`` raised to ``(seen_epoch, seen_end)`` (the position a
+    damaged log had reached, from :class:`~nodes.raft.records.RecoveryInfo`); unchanged when there is nothing
+    to repair."""
     if not seen_end:
         return persisted
     state = persisted or QuorumState()
-    if seen_end <= state.repair_to:
+    if (seen_epoch, seen_end) <= (state.repair_epoch, state.repair_to):
         return state
-    return QuorumState(state.epoch, state.leader_id, state.voted_for, seen_end)
+    return QuorumState(state.epoch, state.leader_id, state.voted_for, seen_end, seen_epoch)

@@ -52,6 +52,7 @@ class RecoveryInfo:
     truncated_bytes: int
     reason: str | None = None
     seen_end: int | None = None  # offset after the last intact record found beyond the cut, if any
+    seen_epoch: int = 0  # that record's epoch
 
     @property
     def damaged(self) -> bool:
@@ -134,13 +135,16 @@ def recover(data: bytes, start_offset: int = 0, *, check_crc: bool = True) -> tu
         expected += 1
         last_epoch = record.epoch
         pos = nxt
-    seen_end = _scan_beyond(data, pos + 1, expected) if reason is not None else None
-    return records, RecoveryInfo(valid_bytes=pos, truncated_bytes=len(data) - pos, reason=reason, seen_end=seen_end)
+    seen_end, seen_epoch = _scan_beyond(data, pos + 1, expected, last_epoch) if reason is not None else (None, 0)
+    return records, RecoveryInfo(
+        valid_bytes=pos, truncated_bytes=len(data) - pos, reason=reason, seen_end=seen_end, seen_epoch=seen_epoch
+    )
 
 
-def _scan_beyond(data: bytes, pos: int, expected: int) -> int | None:
+def _scan_beyond(data: bytes, pos: int, expected: int, epoch: int) -> tuple[int | None, int]:
     """The offset after the highest intact record (CRC checked) at or after byte ``pos`` whose
-    offset is at least ``expected`` (a record lost to the damage, or one after it); None if none.
+    offset is at least ``expected`` (a record lost to the damage, or one after it), and its epoch
+    (at least ``epoch``); (None, 0) if there is none.
 
     A single damaged byte can break a record's length field, so this tries every byte position.
     A torn tail holds no whole frame, so it finds nothing there.
@@ -157,13 +161,14 @@ def _scan_beyond(data: bytes, pos: int, expected: int) -> int | None:
             else:
                 if record.offset >= expected and (best is None or record.offset + 1 > best):
                     best = record.offset + 1
+                    epoch = max(epoch, record.epoch)
                 pos = nxt
                 continue
         pos += 1
-    if best is not None:
-        # the damaged record itself stood at ``expected``: whatever follows is lost too
-        best = max(best, expected + 1)
-    return best
+    if best is None:
+        return None, 0
+    # the damaged record itself stood at ``expected``: whatever follows is lost too
+    return max(best, expected + 1), epoch
 
 
 def leader_change_payload(leader_id: int, epoch: int, voters: Iterable[int]) -> bytes:

@@ -382,7 +382,7 @@ class NodeDriver:
                 persisted = self.quorum_state.load()
                 records, info = self.log_file.open()
                 # records lost inside the log: no voting until they are fetched back (repair_to)
-                repaired = with_repair(persisted, info.seen_end)
+                repaired = with_repair(persisted, info.seen_end, info.seen_epoch)
                 if repaired is not persisted:
                     self.quorum_state.save(repaired)  # type: ignore[arg-type]
                     persisted = repaired
