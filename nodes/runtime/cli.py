@@ -62,6 +62,7 @@ def _dump_parser() -> argparse.ArgumentParser:
     source.add_argument("--config", help="node.properties (its log.dirs is read)")
     source.add_argument("--dir", help="the node's data directory")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--bug", action="append", default=[], metavar="NAME", help="read the log as a node with this bug")
     return p
 
 
@@ -117,7 +118,7 @@ def _dump(argv: Sequence[str]) -> int:
             print(f"error: {args.config}: {exc}", file=sys.stderr)
             return EXIT_CONFIG
     try:
-        sys.stdout.write(offline_dump(directory))
+        sys.stdout.write(offline_dump(directory, check_crc="skip-crc" not in args.bug))
     except StorageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_STORAGE

@@ -413,8 +413,9 @@ def format_dump(records: Iterable[Record]) -> str:
     return "".join(json.dumps(entry, separators=(",", ":")) + "\n" for entry in dump_entries(records))
 
 
-def offline_dump(directory: Path) -> str:
-    """The committed-log dump of a stopped node's directory (read-only; torn tails ignored)."""
+def offline_dump(directory: Path, *, check_crc: bool = True) -> str:
+    """The committed-log dump of a stopped node's directory (read-only; torn tails ignored), read as the node
+    reads it at start-up (``check_crc=False``: as a node with the ``skip-crc`` bug)."""
     path = Path(directory)
     if not path.is_dir():
         raise StorageError(f"{path} is not a directory")
@@ -424,6 +425,6 @@ def offline_dump(directory: Path) -> str:
         data = b""
     except OSError as exc:
         raise StorageError(f"cannot read {path / LOG_FILE}: {exc}") from None
-    records, _ = recover(data)
+    records, _ = recover(data, check_crc=check_crc)
     hw = HighWatermarkFile.read(path / HW_FILE)
     return format_dump(records[:hw])
