@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections import Counter
+from pathlib import Path
 
-from harness.checks import check_run
-from harness.sim.cluster import SimOptions, Simulation
+sys.path[0] = str(Path(__file__).resolve().parent.parent)  # benchmarks/checkers.py must not shadow checkers/
+
+from harness.checks import check_run  # noqa: E402
+from harness.sim.cluster import SimOptions, Simulation  # noqa: E402
 
 
 def one(seed: int, workload: str, nemeses: list[str], time_limit: float, bugs: list[str]) -> dict:
