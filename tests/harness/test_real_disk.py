@@ -1,6 +1,6 @@
-"""`kraftwerk test --nemesis disk` on real node processes (local backend, no root): nodes are killed, their
-log files torn or bit-flipped on the host by `python -m nodes disk-fault`, and restarted; recovery detects
-the damage by CRC, fetches the range back, and the run stays valid."""
+"""`kraftwerk test --nemesis disk` on real node processes (local backend, no root; docker): nodes are killed,
+their log files torn or bit-flipped on the host by `python -m nodes disk-fault`, and restarted; recovery
+detects the damage by CRC, fetches the range back, and the run stays valid."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.nemesis.schedule import generate
+from tests.harness.backends.clusters import node_image  # noqa: F401 - fixture
 from tests.harness.runner import realtest
 
 pytestmark = [pytest.mark.slow]
@@ -27,10 +28,19 @@ def seed_with_a_flip() -> int:
 
 
 def test_disk_faults_on_local_nodes_are_detected_repaired_and_valid(tmp_path: Path) -> None:
+    check_disk_run(tmp_path, "local")
+
+
+@pytest.mark.docker
+def test_disk_faults_on_docker_are_detected_repaired_and_valid(node_image: str, tmp_path: Path) -> None:  # noqa: F811
+    check_disk_run(tmp_path, "docker")
+
+
+def check_disk_run(tmp_path: Path, backend: str) -> None:
     seed = seed_with_a_flip()
     r = realtest.kraftwerk_test(
         tmp_path,
-        *("--backend", "local", "--nemesis", "disk", "--nodes", str(NODES)),
+        *("--backend", backend, "--nemesis", "disk", "--nodes", str(NODES)),
         *("--time-limit", str(LIMIT), "--interval", str(INTERVAL), "--seed", str(seed)),
     )
     run = realtest.latest(tmp_path)
