@@ -3,7 +3,7 @@
 Usage: .venv/bin/python benchmarks/disk_faults.py [clean|bug] [--seeds N] [--time-limit S]
            [--workload register|queue] [--nemesis disk,...] [--first SEED]
 
-- clean: N clean seeds with the given nemeses; prints the invalid ones (expected: none);
+- clean: N clean seeds with the given nemeses (one line per seed, then a summary; expected: no invalid);
 - bug: N seeds with --bug skip-crc; the share caught, by which checker, and the simulated seconds to the
   first detection.
 """
@@ -55,8 +55,7 @@ def main() -> None:
     for seed in range(args.first, args.first + args.seeds):
         row = one(seed, args.workload, nemeses, args.time_limit, bugs)
         rows.append(row)
-        if row["valid"] is not True:
-            print(json.dumps(row), flush=True)
+        print(json.dumps(row), flush=True)
     invalid = [r for r in rows if r["valid"] is False]
     unknown = [r for r in rows if r["valid"] not in (True, False)]
     kinds = Counter(k for r in invalid for k in r["anomalies"])
