@@ -69,6 +69,8 @@ NEMESIS_PACKAGES = {
     "resume": "pause",
     "bump-clock": "clock",
     "reset-clock": "clock",
+    "start-disk": "disk",
+    "stop-disk": "disk",
 }
 # what a simulator invariant's violation looks like to the checkers of a real run
 INVARIANT_EQUIVALENTS: dict[str, tuple[str, ...]] = {

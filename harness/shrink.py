@@ -70,6 +70,7 @@ STOP_ENDS = {
     "resume": "pause",
     "reset-clock": "bump-clock",
     "stop-packet": "start-packet",
+    "stop-disk": "start-disk",
 }
 
 

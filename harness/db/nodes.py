@@ -374,7 +374,8 @@ class NodeDB:
         """`python -m nodes dump-log` of a stopped node's data directory (ControlError if it fails)."""
         h = self.by_name[name]
         env = {"PYTHONPATH": h.pythonpath} if h.pythonpath else {}
-        r = h.control.run([h.python, "-m", "nodes", "dump-log", "--dir", self.data_dir(h)], env=env, timeout=120)
+        bugs = [a for b in self.bugs if b == "skip-crc" for a in ("--bug", b)]  # read the log as the node does
+        r = h.control.run([h.python, "-m", "nodes", "dump-log", "--dir", self.data_dir(h), *bugs], env=env, timeout=120)
         if not r.ok:
             raise ControlError(f"{name}: dump-log failed: {r.stderr.strip()[-200:]}")
         return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]

@@ -15,7 +15,9 @@ Value shapes (the schedule's, see `harness.nemesis.schedule`):
   offset and offset + d every p ms for s seconds, then settle on the offset (Jepsen's strobe-clock);
 - rate: {node: ppm} — the clock runs at 1 + ppm/1e6 (0 restores the real rate);
 - packet behaviours: {name: params or None} with names from `PACKET_BEHAVIOURS`, on traffic
-  from `nodes` to `peers` (default: every node to every other).
+  from `nodes` to `peers` (default: every node to every other);
+- disk fault: one of `DISK_FAULTS` on some nodes, with a seed that picks the file, record and bit
+  (`nodes.runtime.diskfault`: the same damage functions on both runtimes).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ Strobe = Mapping[str, Mapping[str, float]]
 PacketBehaviours = Mapping[str, Mapping[str, Any] | None]
 # what every runtime can do to packets (the real backends' netem also knows corrupt and rate)
 PACKET_BEHAVIOURS = ("loss", "delay", "duplicate", "reorder")
+# lose unsynced writes; a power loss that tears the last write; a flipped bit in a closed part of a log
+DISK_FAULTS = ("lose-unsynced", "torn", "corrupt")
 
 
 class Faults(Protocol):
@@ -88,6 +92,7 @@ class Faults(Protocol):
         ...
 
     # ------------------------------------------------------------------ disks
-    # The next issue adds disk faults here (lose unsynced writes, torn write, corrupt), each a
-    # method taking concrete nodes and returning what was done, with its schedule events
-    # dispatched in `harness.nemesis.interpreter.NemesisInterpreter` like the ones above.
+    def disk_fault(self, fault: str, nodes: Sequence[str], seed: int) -> Any:
+        """Crash these nodes (losing their unsynced writes) and damage their log files as `fault` (one of
+        `DISK_FAULTS`) says; they stay down until `start`. What was done, per node."""
+        ...

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.nemesis import partitions
-from harness.nemesis.faults import Faults
+from harness.nemesis.faults import DISK_FAULTS, Faults
 from harness.nemesis.partitions import Grudge
 from harness.nemesis.schedule import HEAL, HEAL_ORDER
 
@@ -38,6 +38,8 @@ FS = (
     "reset-clock",
     "start-packet",
     "stop-packet",
+    "start-disk",
+    "stop-disk",
 )
 
 
@@ -63,6 +65,7 @@ class NemesisInterpreter:
         self.cut: Grudge = {}
         self.skewed: set[str] = set()
         self.packets: Any = None
+        self.disk_down: set[str] = set()  # crashed by a disk fault, until stop-disk (or a start) brings them back
 
     # ------------------------------------------------------------------ targets
     @staticmethod
@@ -75,6 +78,8 @@ class NemesisInterpreter:
             return isinstance(value, Mapping) and "grudge" not in value and value.get("kind") == "leader"
         if f == "start-packet":
             return isinstance(value, Mapping) and value.get("nodes") == "leader"
+        if f == "start-disk":
+            return isinstance(value, Mapping) and value.get("nodes", "leader") == "leader"
         return value == "leader"
 
     def targets(self, spec: Any, leader: str | None) -> list[str]:
@@ -127,6 +132,7 @@ class NemesisInterpreter:
             nodes = self._in_order(self.down) if value is None else self.targets(value, leader)
             started = faults.start(nodes)
             self.down.difference_update(nodes)
+            self.disk_down.difference_update(nodes)
             return Applied(started, value)
         if f == "pause":
             victims = self.targets(value, leader)
@@ -163,6 +169,20 @@ class NemesisInterpreter:
             faults.packet_stop()
             self.packets = None
             return Applied(None, value)
+        if f == "start-disk":
+            spec = dict(value or {})
+            fault = spec.get("fault", "lose-unsynced")
+            if fault not in DISK_FAULTS:
+                raise ValueError(f"unknown disk fault {fault!r} (expected one of {', '.join(DISK_FAULTS)})")
+            victims = self.targets(spec.get("nodes", "leader"), leader)
+            done = faults.disk_fault(fault, victims, int(spec.get("seed", 0)))
+            self.disk_down.update(victims)
+            return Applied(done, {**spec, "nodes": victims})
+        if f == "stop-disk":
+            nodes = self._in_order(self.disk_down - self.down) if value is None else self.targets(value, leader)
+            started = faults.start(nodes)
+            self.disk_down.difference_update(nodes)
+            return Applied(started, value)
         raise ValueError(f"unknown nemesis op {f!r} (expected one of {', '.join(FS)})")
 
     # ------------------------------------------------------------------ healing
@@ -174,6 +194,7 @@ class NemesisInterpreter:
             "pause": bool(self.paused),
             "kill": bool(self.down),
             "clock": bool(self.skewed),
+            "disk": bool(self.disk_down),
         }
 
     def heal_events(self, packages: Iterable[str] = ()) -> list[dict[str, Any]]:

@@ -3,9 +3,11 @@
 `RealFaults` implements `harness.nemesis.faults.Faults` once for docker, netns, local and SSH
 hosts, over the control interface: partitions (iptables, `real_net.PartitionNemesis`, or the
 local backend's loopback variant), packet faults (tc netem, or iptables for loss:
-`real_net.PacketNemesis`), clocks (libfaketime, `real_clock.ClockNemesis`) and processes
-(`real_process.ProcessNemesis`). Only the enabled packages are prepared (a test without
-`clock` needs no libfaketime, one without `partition` no iptables).
+`real_net.PacketNemesis`), clocks (libfaketime, `real_clock.ClockNemesis`), processes
+(`real_process.ProcessNemesis`) and disks (kill the node, then `python -m nodes disk-fault` on
+its data directory: the damage functions the simulator uses, `nodes.runtime.diskfault`). Only the
+enabled packages are prepared (a test without `clock` needs no libfaketime, one without
+`partition` no iptables).
 
 `RealNemesis` pairs it with the one nemesis interpreter (`harness.nemesis.interpreter`):
 
@@ -18,6 +20,7 @@ local backend's loopback variant), packet faults (tc netem, or iptables for loss
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -28,7 +31,7 @@ from harness.nemesis.faults import ClockChanges, PacketBehaviours, Strobe
 from harness.nemesis.interpreter import NemesisInterpreter
 from harness.nemesis.partitions import Grudge
 from harness.nemesis.real_clock import ClockNemesis
-from harness.nemesis.real_common import NemesisError, parallel
+from harness.nemesis.real_common import NemesisError, on_hosts, parallel
 from harness.nemesis.real_net import PacketFaultUnsupported, PacketNemesis, PartitionNemesis, describe_grudge
 from harness.nemesis.real_process import ProcessNemesis, SpecSource
 from harness.nemesis.schedule import PACKAGES
@@ -38,7 +41,8 @@ class RealFaults:
     """Partitions, packet faults, clock skew, kills and pauses on real hosts (the `Faults` port).
 
     `daemons` (per-node DaemonSpec, or a function of the host) is needed for kill/start/pause/resume;
-    `packages`: the fault packages to prepare; `partition`: a replacement for the iptables partition part.
+    `packages`: the fault packages to prepare; `partition`: a replacement for the iptables partition part;
+    `data_dir`: a node's data directory on its host (disk faults).
     """
 
     def __init__(
@@ -50,8 +54,10 @@ class RealFaults:
         partition: PartitionNemesis | None = None,
         monotonic: bool = False,
         packet_method: str = "auto",
+        data_dir: Callable[[Host], str] | None = None,
     ) -> None:
         self.hosts = list(hosts)
+        self.data_dir = data_dir
         self.packages = list(packages)
         self.partitioner = partition if partition is not None else PartitionNemesis(self.hosts)
         self.packets = PacketNemesis(self.hosts, method=packet_method)
@@ -150,6 +156,25 @@ class RealFaults:
     def packet_stop(self) -> None:
         self.packets.stop()
 
+    def disk_fault(self, fault: str, nodes: Sequence[str], seed: int) -> dict[str, Any]:
+        """Kill each node, then damage its data directory with `python -m nodes disk-fault` (the node's own
+        code, so every backend can do it); the nodes stay down until `start`."""
+        if self.data_dir is None:
+            raise NemesisError("disk faults need the nodes' data directories (data_dir=…)")
+        data_dir = self.data_dir
+        by_name = {h.name: h for h in self.hosts}
+        self._process().kill(nodes)
+
+        def damage(h: Host) -> Any:
+            env = {"PYTHONPATH": h.pythonpath} if h.pythonpath else {}
+            argv = [h.python, "-m", "nodes", "disk-fault", "--dir", data_dir(h), "--fault", fault]
+            r = h.control.run([*argv, "--seed", f"{seed}-{h.name}"], env=env, timeout=60)
+            if not r.ok:
+                raise NemesisError(f"{h.name}: disk-fault failed: {r.stderr.strip()[-300:]}")
+            return json.loads(r.stdout)
+
+        return on_hosts([by_name[n] for n in nodes], damage)
+
 
 class RealNemesis:
     """RealFaults driven by the nemesis interpreter, blocking; `leader()` names the current leader for
@@ -166,9 +191,16 @@ class RealNemesis:
         partition: PartitionNemesis | None = None,
         monotonic: bool = False,
         packet_method: str = "auto",
+        data_dir: Callable[[Host], str] | None = None,
     ) -> None:
         self.faults = RealFaults(
-            hosts, daemons, packages=packages, partition=partition, monotonic=monotonic, packet_method=packet_method
+            hosts,
+            daemons,
+            packages=packages,
+            partition=partition,
+            monotonic=monotonic,
+            packet_method=packet_method,
+            data_dir=data_dir,
         )
         self.names = [h.name for h in hosts]
         self.interpreter = NemesisInterpreter(self.faults, self.names, rng or random.Random(0))

@@ -16,8 +16,9 @@ from harness.streams import stream
 
 SECOND = 1_000_000_000
 MS = 1_000_000
-PACKAGES = ("partition", "kill", "pause", "clock", "packet")
-# what `--nemesis all` means: packet faults are asked for by name (on real hosts most need tc netem)
+PACKAGES = ("partition", "kill", "pause", "clock", "packet", "disk")
+# what `--nemesis all` means: packet faults are asked for by name (on real hosts most need tc netem), and so
+# are disk faults
 ALL = ("partition", "kill", "pause", "clock")
 # Each package: (start f, stop f)
 FLIP_FLOP = {
@@ -26,9 +27,10 @@ FLIP_FLOP = {
     "pause": ("pause", "resume"),
     "clock": ("bump-clock", "reset-clock"),
     "packet": ("start-packet", "stop-packet"),
+    "disk": ("start-disk", "stop-disk"),
 }
 HEAL = {p: stop for p, (_, stop) in FLIP_FLOP.items()}
-HEAL_ORDER = ("partition", "packet", "pause", "kill", "clock")  # network first, clocks last
+HEAL_ORDER = ("partition", "packet", "pause", "kill", "disk", "clock")  # network first, clocks last
 
 
 def _parse_names(
@@ -87,6 +89,8 @@ def _start_value(package: str, rng: random.Random, nodes: list[str], kinds: tupl
         return _targets(rng, nodes)
     if package == "packet":
         return _packet_value(rng, nodes)
+    if package == "disk":
+        return _disk_value(rng, nodes)
     # clock: bump some nodes by ±2^k ms (about 16 ms to 32 s), optionally with drift
     victims = sorted(rng.sample(nodes, rng.randint(1, len(nodes))), key=nodes.index)
     return {
@@ -105,6 +109,17 @@ PACKET_PARAMS = {
     "duplicate": lambda rng: {"percent": rng.choice((5, 10, 20))},
     "reorder": lambda rng: {"percent": rng.choice((10, 20, 50))},
 }
+
+
+def _disk_value(rng: random.Random, nodes: list[str]) -> dict[str, Any]:
+    """A disk fault: lost unsynced writes or a torn write on some nodes (a power loss may hit several at once),
+    or a flipped bit on one node (the leader or another: bits rot on one disk at a time)."""
+    fault = rng.choice(("lose-unsynced", "torn", "corrupt"))
+    if fault == "corrupt":
+        target: Any = "leader" if rng.random() < 0.4 else [rng.choice(nodes)]
+    else:
+        target = _targets(rng, nodes)
+    return {"fault": fault, "nodes": target, "seed": rng.randrange(1 << 31)}
 
 
 def _packet_value(rng: random.Random, nodes: list[str]) -> dict[str, Any]:

@@ -2,10 +2,10 @@
 
 Each fault kind has start and stop operations (the f names of the simulator and of the real
 nemeses): partition (start-partition / stop-partition), kill (kill / start), pause
-(pause / resume), clock (bump-clock or strobe-clock / reset-clock) and packet
-(start-packet / stop-packet). A stop heals its whole kind, so it closes every interval of that
-kind still open; a stop with nothing open is counted as stray; an interval still open at the
-end of the history runs to the end.
+(pause / resume), clock (bump-clock or strobe-clock / reset-clock), packet
+(start-packet / stop-packet) and disk (start-disk / stop-disk). A stop heals its whole kind,
+so it closes every interval of that kind still open; a stop with nothing open is counted as
+stray; an interval still open at the end of the history runs to the end.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from checkers.history import Op
 
-KINDS = ("partition", "kill", "pause", "clock", "packet")
+KINDS = ("partition", "kill", "pause", "clock", "packet", "disk")
 STARTS = {
     "start-partition": "partition",
     "kill": "kill",
@@ -25,6 +25,7 @@ STARTS = {
     "bump-clock": "clock",
     "strobe-clock": "clock",
     "start-packet": "packet",
+    "start-disk": "disk",
 }
 STOPS = {
     "stop-partition": "partition",
@@ -32,6 +33,7 @@ STOPS = {
     "resume": "pause",
     "reset-clock": "clock",
     "stop-packet": "packet",
+    "stop-disk": "disk",
 }
 COLOURS = {
     "partition": "#7f7f7f",
@@ -39,6 +41,7 @@ COLOURS = {
     "pause": "#17becf",
     "clock": "#bcbd22",
     "packet": "#8c564b",
+    "disk": "#e377c2",
 }
 
 

@@ -39,8 +39,9 @@ class RunnerNemesis(RealNemesis):
         rng: random.Random,
         partition: PartitionNemesis | None = None,
         serving: Callable[[Sequence[str]], Awaitable[object]] | None = None,
+        data_dir: Callable[[Host], str] | None = None,
     ) -> None:
-        super().__init__(hosts, daemons, rng=rng, packages=packages, partition=partition)
+        super().__init__(hosts, daemons, rng=rng, packages=packages, partition=partition, data_dir=data_dir)
         self.packages = list(packages)
         self.find_leader = leader
         # if given, a `start` completes only once the restarted nodes answer (awaited with their names)
@@ -72,7 +73,7 @@ class RunnerNemesis(RealNemesis):
         leader = await self.find_leader() if self.interpreter.needs_leader(op) else None
         loop = asyncio.get_running_loop()
         applied = await loop.run_in_executor(None, self.interpreter.apply, op, leader)
-        if op["f"] == "start" and self.serving is not None and applied.recorded:
+        if op["f"] in ("start", "stop-disk") and self.serving is not None and applied.recorded:
             await self.serving(list(applied.recorded))
         return applied
 
@@ -87,6 +88,8 @@ class RunnerNemesis(RealNemesis):
             out["packet"] = ",".join(sorted(state.packets.get("behaviours", {})))
         if state.down:
             out["killed"] = ",".join(sorted(state.down))
+        if state.disk_down:
+            out["disk"] = ",".join(sorted(state.disk_down))
         if state.paused:
             out["paused"] = ",".join(sorted(state.paused))
         skew = {n: o for n, o in self.clock.offsets.items() if o or self.clock.rates[n] != 1.0}

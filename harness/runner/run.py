@@ -173,6 +173,7 @@ def _assemble(
         partition=partition,
         # a replay: a restart completes once the node answers, as a simulated restart serves at once
         serving=db.wait_serving if replay is not None else None,
+        data_dir=getattr(db, "data_dir", None),
     )
     db.env = lambda h: {**nemesis.clock_env(h), **backend.node_env(h)}
     return db, nemesis

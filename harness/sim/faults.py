@@ -3,11 +3,14 @@
 Partitions are grudges on the simulated network, kills crash a node (its unsynced writes
 are lost) and restarts recover it from its disk, pauses hold its inputs, clock faults move
 its wall clock (offset, drift, and strobes as scheduler events), and packet faults shape
-its links (`harness.sim.packets`, from their own random stream `packets-<seed>`).
+its links (`harness.sim.packets`, from their own random stream `packets-<seed>`). Disk faults
+crash a node and damage its log files' bytes with the functions the real helper uses
+(`nodes.runtime.diskfault`); the node reads them back through CRC recovery when it restarts.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -18,6 +21,7 @@ from harness.sim.network import Network
 from harness.sim.node import SimNode
 from harness.sim.packets import Shaping
 from harness.streams import stream
+from nodes.runtime.diskfault import damage
 
 
 class SimFaults:
@@ -124,3 +128,21 @@ class SimFaults:
 
     def packet_stop(self) -> None:
         self.net.shaping = None
+
+    # ------------------------------------------------------------------ disks
+    def disk_fault(self, fault: str, nodes: Sequence[str], seed: int) -> dict[str, Any]:
+        """Crash each node (its unsynced writes are lost) and damage its log files as `fault` says; they stay
+        down until started. What was done, per node."""
+        done = {}
+        for name in nodes:
+            node = self.nodes[name]
+            files = node.log_files()
+            written = {f: d.image() for f, d in files}  # what the running node wrote, synced or not
+            node.crash()
+            images = [(f, *(written[f] if fault == "torn" else d.image())) for f, d in files]
+            new, what = damage(images, fault, random.Random(f"disk-{seed}-{name}"))
+            target = what.get("file")
+            if target is not None:
+                dict(files)[target].damaged = new[target]
+            done[name] = what
+        return done

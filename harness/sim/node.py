@@ -37,7 +37,11 @@ from nodes.raft import (
     Reply,
     Send,
     TruncateLog,
+    with_repair,
 )
+from nodes.raft.bugs import SKIP_CRC
+from nodes.runtime.partition_store import PARTITIONS_DIR, partition_file_name
+from nodes.runtime.storage import LOG_FILE
 
 if TYPE_CHECKING:
     from nodes.kv.node import KVNode
@@ -103,11 +107,22 @@ class SimNode:
         self.generation += 1
         self._timer_at = None
         now = self.core_now()
+        check_crc = SKIP_CRC not in getattr(self.sim.opts, "bugs", ())
+        log, seen_end = self.disk.recover(check_crc)
+        # records lost inside the log: the node may not vote until it has them again (as the runtime driver)
+        persisted = with_repair(self.disk.quorum_state, *(seen_end or (None, 0)))
+        if persisted is not self.disk.quorum_state:
+            self.disk.persist_quorum_state(persisted)
         if self.partitions:
-            logs = {tp: d.recovered_log() for tp, d in self.partitions.items()}
-            self.apply(self.core.start(now, self.disk.quorum_state, self.disk.recovered_log(), logs))  # type: ignore[call-arg]
+            logs = {tp: d.recover(check_crc)[0] for tp, d in self.partitions.items()}
+            self.apply(self.core.start(now, persisted, log, logs))  # type: ignore[call-arg]
         else:
-            self.apply(self.core.start(now, self.disk.quorum_state, self.disk.recovered_log()))
+            self.apply(self.core.start(now, persisted, log))
+
+    def log_files(self) -> list[tuple[str, Disk]]:
+        """The node's log files by their names in a real data directory: the raft log, then partition logs."""
+        parts = sorted((f"{PARTITIONS_DIR}/{partition_file_name(tp)}", d) for tp, d in self.partitions.items())
+        return [(LOG_FILE, self.disk), *parts]
 
     def crash(self) -> None:
         if not self.alive:

@@ -9,7 +9,8 @@ not cover them). On disk each batch is framed as::
     length u32 | crc u32 | base_offset i64 | leader_epoch i32 | record_count i32 | max_timestamp i64 | data
 
 ``length`` counts the bytes after it; ``crc`` is the CRC-32 of everything after it.
-:func:`recover_batches` stops at the first torn or corrupt frame, like the raft log's recovery.
+:func:`recover_batches` stops at the first torn or corrupt frame, like the raft log's recovery;
+:func:`scan_beyond` says whether intact batches followed the cut (a damaged batch inside the log).
 """
 
 from __future__ import annotations
@@ -80,9 +81,10 @@ def encode_batches(batches: Iterable[Batch]) -> bytes:
     return b"".join(encode_batch(b) for b in batches)
 
 
-def decode_batch(data: bytes, pos: int = 0) -> tuple[Batch, int]:
+def decode_batch(data: bytes, pos: int = 0, *, check_crc: bool = True) -> tuple[Batch, int]:
     """Decode the frame at ``pos``; return the batch and the position after it. Raises
-    :class:`BatchError` whose message starts with ``"torn"`` or ``"corrupt"``."""
+    :class:`BatchError` whose message starts with ``"torn"`` or ``"corrupt"``. ``check_crc=False``
+    (the ``skip-crc`` bug) does not compare the CRC."""
     if len(data) - pos < _LEN.size:
         raise BatchError("torn: incomplete length prefix")
     (length,) = _LEN.unpack_from(data, pos)
@@ -94,23 +96,24 @@ def decode_batch(data: bytes, pos: int = 0) -> tuple[Batch, int]:
         raise BatchError(f"torn: frame needs {length} bytes, {len(data) - start} left")
     crc, base, epoch, count, max_ts = _HEAD.unpack_from(data, start)
     body = bytes(data[start + 4 : end])
-    if zlib.crc32(body) != crc:
+    if check_crc and zlib.crc32(body) != crc:
         raise BatchError("corrupt: CRC mismatch")
     if base < 0 or count < 1:
         raise BatchError(f"corrupt: base offset {base}, record count {count}")
     return Batch(base, count, epoch, body[_HEAD.size - 4 :], max_ts), end
 
 
-def recover_batches(data: bytes) -> tuple[list[Batch], int]:
+def recover_batches(data: bytes, *, check_crc: bool = True) -> tuple[list[Batch], int]:
     """Read a partition log file: the contiguous valid prefix (from offset 0, epochs not going
-    down) and its length in bytes; the driver truncates the file to that length."""
+    down) and its length in bytes; the driver truncates the file to that length.
+    ``check_crc=False`` is the ``skip-crc`` bug: recovery trusts the bytes."""
     batches: list[Batch] = []
     pos = 0
     expected = 0
     last_epoch = -1
     while pos < len(data):
         try:
-            batch, nxt = decode_batch(data, pos)
+            batch, nxt = decode_batch(data, pos, check_crc=check_crc)
         except BatchError:
             break
         if batch.base_offset != expected or batch.leader_epoch < last_epoch:
@@ -118,3 +121,25 @@ def recover_batches(data: bytes) -> tuple[list[Batch], int]:
         batches.append(batch)
         expected, last_epoch, pos = batch.next_offset, batch.leader_epoch, nxt
     return batches, pos
+
+
+def scan_beyond(data: bytes, pos: int, expected: int) -> int | None:
+    """The offset after the highest intact batch (CRC checked) starting after byte ``pos`` whose
+    records reach ``expected`` or beyond; None if there is none (a torn tail, or nothing left)."""
+    best: int | None = None
+    end = len(data)
+    pos += 1
+    while pos + _LEN.size + _HEAD.size <= end:
+        (length,) = _LEN.unpack_from(data, pos)
+        if _HEAD.size <= length <= end - pos - _LEN.size:
+            try:
+                batch, nxt = decode_batch(data, pos)
+            except BatchError:
+                pass
+            else:
+                if batch.next_offset > expected and (best is None or batch.next_offset > best):
+                    best = batch.next_offset
+                pos = nxt
+                continue
+        pos += 1
+    return best

@@ -40,7 +40,7 @@ from .messages import (
     is_request,
 )
 from .node import RaftNode
-from .quorum_state import QuorumState, QuorumStateError, decode_quorum_state, encode_quorum_state
+from .quorum_state import QuorumState, QuorumStateError, decode_quorum_state, encode_quorum_state, with_repair
 from .records import Record, RecordError, RecoveryInfo, decode_record, digest, encode_record, encode_records, recover
 from .state import Role
 
@@ -91,5 +91,6 @@ __all__ = [
     "encode_records",
     "is_request",
     "recover",
+    "with_repair",
     "validate_bugs",
 ]

@@ -2,7 +2,8 @@
 
 Each name turns on one known-wrong behaviour. The raft core reacts to the raft ones, the register
 state machine to ``stale-read``; the broker bugs are accepted here (a node gets the whole ``--bug``
-list) and ignored by this package.
+list) and ignored by this package. ``skip-crc`` is a storage bug: the drivers' recovery
+(``records.recover``, ``broker.batch.recover_batches``) trusts the log without checking CRCs.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ LAZY_FLUSH = "lazy-flush"
 RAFT_BUGS = frozenset({FORGET_VOTE, RESTART_AS_LEADER, VOTE_IGNORES_LOG, COMMIT_OLD_EPOCH, LAZY_FLUSH})
 KV_BUGS = frozenset({STALE_READ})
 BROKER_BUGS = frozenset({"hw-from-leader", "no-truncate", "stale-leader-produce"})
-ALL_BUGS = RAFT_BUGS | KV_BUGS | BROKER_BUGS
+SKIP_CRC = "skip-crc"
+STORAGE_BUGS = frozenset({SKIP_CRC})
+ALL_BUGS = RAFT_BUGS | KV_BUGS | BROKER_BUGS | STORAGE_BUGS
 
 
 def validate_bugs(bugs: Iterable[str]) -> frozenset[str]:

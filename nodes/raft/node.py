@@ -115,6 +115,10 @@ class RaftNode:
         # current leader (or our LeaderState) says, reset on every role change
         self._hw = 0
         self._raw_hw: int | None = None
+        # > 0 after recovery lost records inside the log: neither vote nor stand until the flushed
+        # log reaches it again (persisted in the quorum state)
+        self._repair_to = 0
+        self._repair_epoch = 0
         self._flushed = 0
         self._flush_inflight: int | None = None
         # timers (ns); None = not armed
@@ -308,7 +312,7 @@ class RaftNode:
     def _persist(self, epoch: int, leader: int | None, voted: int | None) -> None:
         if B.FORGET_VOTE in self.bugs:
             voted = None  # the bug: the vote lives only in memory
-        self._emit(PersistQuorumState(QuorumState(epoch, leader, voted)))
+        self._emit(PersistQuorumState(QuorumState(epoch, leader, voted, self._repair_to, self._repair_epoch)))
 
     def _display_role(self) -> Role:
         # a prospective is reported as the role it will fall back to: nothing durable changed
@@ -386,6 +390,8 @@ class RaftNode:
         self._granted, self._rejected = {self.node_id}, set()
         self._backoff_at = None
         self._election_at = self._timeout()
+        if self._repair_to:
+            return  # restarted as a candidate with records lost: ask for no votes until repaired
         if self._is_majority(self._granted):
             self._to_leader()
             return
@@ -405,7 +411,15 @@ class RaftNode:
             self._send(voter, request)
 
     def _stand(self, trigger: Trigger) -> None:
-        """Start an election: through pre-vote when enabled."""
+        """Start an election: through pre-vote when enabled (not while repairing a damaged log)."""
+        if self._repair_to:
+            if self.role is Role.FOLLOWER:
+                self._fetch_deadline = self._now + fetch_timeout(self.config, self._rng)
+            elif self.role is Role.CANDIDATE:
+                self._backoff_at = self._now + binary_exponential_backoff(self.config, self._rng, self._retries)
+            else:
+                self._election_at = self._timeout()
+            return
         if self.config.pre_vote:
             self._to_prospective(trigger)
         else:
@@ -455,6 +469,10 @@ class RaftNode:
     def _on_start(self, persisted: QuorumState | None, records: list[Record]) -> None:
         self._log = RaftLog(records)
         self._flushed = self._log.end_offset
+        repair_to = persisted.repair_to if persisted is not None else 0
+        if repair_to > self._log.end_offset and len(self.voters) > 1:
+            self._repair_to = repair_to
+            self._repair_epoch = persisted.repair_epoch if persisted is not None else 0
         if self._lazy:
             self._lazy_flush_at = self._now + self.config.lazy_flush_interval_ms * MS
         s = startup_state(persisted, self._log.last_epoch, self.node_id, self.voters)
@@ -632,6 +650,10 @@ class RaftNode:
     def _log_is_up_to_date(self, m: VoteRequest) -> bool:
         if B.VOTE_IGNORES_LOG in self.bugs:
             return True
+        if self._repair_to:
+            # our log lost records we may have acknowledged: judge by the position it had reached
+            mine = max((self._log.last_epoch, self._log.end_offset), (self._repair_epoch, self._repair_to))
+            return (m.last_epoch, m.last_offset) >= mine
         return (m.last_epoch, m.last_offset) >= (self._log.last_epoch, self._log.end_offset)
 
     def _may_grant_vote(self, m: VoteRequest) -> bool:
@@ -892,6 +914,9 @@ class RaftNode:
         offset = min(offset, self._log.end_offset)
         if offset > self._flushed:
             self._flushed = offset
+        if self._repair_to and self._flushed >= self._repair_to:
+            self._repair_to = self._repair_epoch = 0  # the damaged range is back, and durable
+            self._persist(self.epoch, self.leader_id, self.voted_for)
         if self.role is Role.LEADER and self._leader is not None and self._leader.update_local(self._durable_end()):
             self._leader_hw_rose()
         self._refresh_hw()
@@ -911,7 +936,8 @@ class RaftNode:
         if new <= self._hw:
             return
         old, self._hw = self._hw, new
-        self._emit(Event(hw_event(self.node_id, self._now, self.epoch, new)))
+        if not self._repair_to:  # while repairing, the watermark climbs back over ground already reported
+            self._emit(Event(hw_event(self.node_id, self._now, self.epoch, new)))
         self._emit(Committed(new, self._log.records(old, new)))
         for offset in sorted(o for o in self._pending if o < new):
             self._emit(Reply(self._pending.pop(offset), Error.NONE, offset, self.node_id))

@@ -16,16 +16,28 @@ class QuorumStateError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class QuorumState:
-    """What a voter must remember across restarts. Ids are ints; None means "none"."""
+    """What a voter must remember across restarts. Ids are ints; None means "none".
+
+    ``repair_to`` (0: none) is set when recovery found records lost inside the log (a damaged
+    record, not a torn tail): the offset the log had reached. Until the node has fetched its log
+    back up to it, it neither votes nor stands (its shorter log could elect a leader that lacks
+    entries it had acknowledged); it may vote for a candidate whose log is at least as up to date
+    as the lost one, whose last record was ``(repair_epoch, repair_to - 1)``."""
 
     epoch: int = 0
     leader_id: int | None = None
     voted_for: int | None = None
+    repair_to: int = 0
+    repair_epoch: int = 0
 
 
 def encode_quorum_state(state: QuorumState) -> bytes:
-    """JSON object ``{"epoch", "leader", "voted_for"}`` (ints or null), UTF-8, newline-terminated."""
-    doc = {"epoch": state.epoch, "leader": state.leader_id, "voted_for": state.voted_for}
+    """JSON object ``{"epoch", "leader", "voted_for"}`` (ints or null; plus ``"repair_to"`` when
+    set), UTF-8, newline-terminated."""
+    doc: dict = {"epoch": state.epoch, "leader": state.leader_id, "voted_for": state.voted_for}
+    if state.repair_to:
+        doc["repair_to"] = state.repair_to
+        doc["repair_epoch"] = state.repair_epoch
     return (json.dumps(doc, sort_keys=True) + "\n").encode()
 
 
@@ -49,4 +61,22 @@ def decode_quorum_state(data: bytes) -> QuorumState:
     epoch = doc.get("epoch")
     if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
         raise QuorumStateError(f"quorum state epoch must be a non-negative int, got {epoch!r}")
-    return QuorumState(epoch, _opt_id(doc, "leader"), _opt_id(doc, "voted_for"))
+    repair_to = doc.get("repair_to", 0)
+    if not isinstance(repair_to, int) or isinstance(repair_to, bool) or repair_to < 0:
+        raise QuorumStateError(f"quorum state repair_to must be a non-negative int, got {repair_to!r}")
+    repair_epoch = doc.get("repair_epoch", 0)
+    if not isinstance(repair_epoch, int) or isinstance(repair_epoch, bool) or repair_epoch < 0:
+        raise QuorumStateError(f"quorum state repair_epoch must be a non-negative int, got {repair_epoch!r}")
+    return QuorumState(epoch, _opt_id(doc, "leader"), _opt_id(doc, "voted_for"), repair_to, repair_epoch)
+
+
+def with_repair(persisted: QuorumState | None, seen_end: int | None, seen_epoch: int = 0) -> QuorumState | None:
+    """``persisted`` with ``(repair_epoch, repair_to)`` raised to ``(seen_epoch, seen_end)`` (the position a
+    damaged log had reached, from :class:`~nodes.raft.records.RecoveryInfo`); unchanged when there is nothing
+    to repair."""
+    if not seen_end:
+        return persisted
+    state = persisted or QuorumState()
+    if (seen_epoch, seen_end) <= (state.repair_epoch, state.repair_to):
+        return state
+    return QuorumState(state.epoch, state.leader_id, state.voted_for, seen_end, seen_epoch)

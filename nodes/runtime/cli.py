@@ -8,6 +8,8 @@
     ``<log.dirs>/partitions/``.
 ``python -m nodes dump-log (--config node.properties | --dir DIR)``
     prints the node's committed log (``logs/<node>.jsonl`` lines) from its data directory.
+``python -m nodes disk-fault --dir DIR --fault lose-unsynced|torn|corrupt [--seed N]``
+    damages a stopped node's log files (``diskfault.py``); prints what was done as JSON.
 
 Example ``node.properties`` (node 1 of 3; see ``config.py`` for every key)::
 
@@ -60,6 +62,7 @@ def _dump_parser() -> argparse.ArgumentParser:
     source.add_argument("--config", help="node.properties (its log.dirs is read)")
     source.add_argument("--dir", help="the node's data directory")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--bug", action="append", default=[], metavar="NAME", help="read the log as a node with this bug")
     return p
 
 
@@ -115,7 +118,7 @@ def _dump(argv: Sequence[str]) -> int:
             print(f"error: {args.config}: {exc}", file=sys.stderr)
             return EXIT_CONFIG
     try:
-        sys.stdout.write(offline_dump(directory))
+        sys.stdout.write(offline_dump(directory, check_crc="skip-crc" not in args.bug))
     except StorageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_STORAGE
@@ -128,6 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args and args[0] == "dump-log":
             return _dump(args[1:])
+        if args and args[0] == "disk-fault":
+            from .diskfault import main as disk_fault
+
+            return disk_fault(args[1:])
         if args and args[0] == "run":
             args = args[1:]
         return _run(args)

@@ -106,6 +106,7 @@ from ..raft import (
     decode,
     encode,
     is_request,
+    with_repair,
 )
 from . import brokerwire
 from .client import ClientConfig, NetworkClient, NetworkError
@@ -299,11 +300,12 @@ class NodeDriver:
         self.quorum_state = QuorumStateFile(directory)
         # appends wait in the process until their fsync: the lazy-flush bug, or a power-loss fault mode
         hold = "lazy-flush" in config.bugs or config.volatile_writes
-        self.log_file = LogFile(directory, hold=hold)
+        check_crc = "skip-crc" not in config.bugs  # the skip-crc bug: recovery trusts the log
+        self.log_file = LogFile(directory, hold=hold, check_crc=check_crc)
         self._dispatch = Dispatcher(self)
         self.hw_file = HighWatermarkFile(directory)
         self.events = EventLog(directory)
-        self.partitions = PartitionStore(directory, hold=hold)
+        self.partitions = PartitionStore(directory, hold=hold, check_crc=check_crc)
         self.core: KVNode | BrokerNode | None = None
         self.kafka: KafkaService | None = KafkaService(self) if config.is_broker else None
         self.exit_code: int | None = None
@@ -379,6 +381,11 @@ class NodeDriver:
             try:
                 persisted = self.quorum_state.load()
                 records, info = self.log_file.open()
+                # records lost inside the log: no voting until they are fetched back (repair_to)
+                repaired = with_repair(persisted, info.seen_end, info.seen_epoch)
+                if repaired is not persisted:
+                    self.quorum_state.save(repaired)  # type: ignore[arg-type]
+                    persisted = repaired
                 self.hw_file.open()
                 self.events.open()
                 partition_logs = self.partitions.open() if cfg.is_broker else {}

@@ -10,7 +10,11 @@ to it; the cut is logged.
 Durability follows the raft log (``storage.LogFile``): appends go to the page cache at once,
 ``flush`` fsyncs in a worker thread. With ``hold`` (the ``lazy-flush`` bug) appends stay in the
 process until the next flush, so a SIGKILL loses them. A new file's directory entry is fsynced
-with its first flush.
+with its first flush. Each file has a ``.synced`` sidecar (``storage.SyncMark``) for the
+disk-fault helper. A damaged batch inside the file (a flipped bit: intact batches follow it) is
+cut off with everything after it, so the range is never served; the node fetches it again from
+the partition leader as a follower (a restarted broker is fenced, and out of the ISR, until it
+has caught up). ``check_crc=False`` is the ``skip-crc`` bug: recovery trusts the bytes.
 """
 
 from __future__ import annotations
@@ -24,9 +28,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from ..broker.batch import Batch, encode_batch, recover_batches
+from ..broker.batch import Batch, encode_batch, recover_batches, scan_beyond
 from ..broker.topic_partition import TopicPartition
-from .storage import StorageError
+from .storage import StorageError, SyncMark
 
 __all__ = ["PARTITIONS_DIR", "PartitionLogFile", "PartitionStore", "partition_file_name", "parse_partition_file_name"]
 
@@ -59,9 +63,11 @@ def _write_all(fd: int, data: bytes) -> None:
 class PartitionLogFile:
     """One partition's file: append, truncate (at a batch boundary), flush, close."""
 
-    def __init__(self, path: Path, *, hold: bool = False) -> None:
+    def __init__(self, path: Path, *, hold: bool = False, check_crc: bool = True) -> None:
         self.path = path
         self.hold = hold
+        self.check_crc = check_crc
+        self.synced = SyncMark(path)
         self._fd: int | None = None
         self._bases: list[int] = []  # base offset of each batch written to the file
         self._starts: list[int] = []  # its byte position
@@ -76,17 +82,21 @@ class PartitionLogFile:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             data = _read_all(fd)
-            batches, valid = recover_batches(data)
+            batches, valid = recover_batches(data, check_crc=self.check_crc)
             if valid < len(data):
                 os.ftruncate(fd, valid)
-                os.fsync(fd)
+                seen = scan_beyond(data, valid, batches[-1].next_offset if batches else 0)
                 log.warning(
-                    "%s: cut %d byte(s) of torn or corrupt tail; kept %d batch(es) (%d bytes)",
+                    "%s: cut %d byte(s) of %s; kept %d batch(es) (%d bytes)%s",
                     self.path,
                     len(data) - valid,
+                    "a damaged range" if seen is not None else "torn or corrupt tail",
                     len(batches),
                     valid,
+                    f"; will not serve offsets up to {seen}, fetching them again" if seen is not None else "",
                 )
+            os.fsync(fd)
+            self.synced.open(valid)
         except BaseException:
             os.close(fd)
             raise
@@ -130,6 +140,8 @@ class PartitionLogFile:
             del self._bases[i:]
             del self._starts[i:]
             self._size = size
+            if self.synced.value > size:
+                self.synced.set(size)
 
     def write_held(self) -> None:
         held, self._held = self._held, []
@@ -140,7 +152,9 @@ class PartitionLogFile:
         """Write held appends, then fsync in a worker thread."""
         self.write_held()
         fd = self._require()
+        size = self._size
         await asyncio.to_thread(os.fsync, fd)
+        self.synced.set(min(size, self._size))
         if self._new:
             self._new = False
             await asyncio.to_thread(_fsync_dir, self.path.parent)
@@ -152,7 +166,9 @@ class PartitionLogFile:
         if sync:
             self.write_held()
             os.fsync(self._fd)
+            self.synced.set(self._size)
         self._held.clear()
+        self.synced.close()
         os.close(self._fd)
         self._fd = None
 
@@ -176,9 +192,10 @@ def _fsync_dir(path: Path) -> None:
 class PartitionStore:
     """Every partition log of one node, in ``<directory>/partitions/``."""
 
-    def __init__(self, directory: Path, *, hold: bool = False) -> None:
+    def __init__(self, directory: Path, *, hold: bool = False, check_crc: bool = True) -> None:
         self.path = Path(directory) / PARTITIONS_DIR
         self.hold = hold
+        self.check_crc = check_crc
         self.files: dict[TopicPartition, PartitionLogFile] = {}
 
     @property
@@ -198,7 +215,7 @@ class PartitionStore:
                 tp = parse_partition_file_name(name)
                 if tp is None:
                     continue
-                f = PartitionLogFile(self.path / name, hold=self.hold)
+                f = PartitionLogFile(self.path / name, hold=self.hold, check_crc=self.check_crc)
                 logs[tp] = f.open()
                 self.files[tp] = f
         except BaseException:
@@ -209,7 +226,7 @@ class PartitionStore:
     def _file(self, tp: TopicPartition) -> PartitionLogFile:
         f = self.files.get(tp)
         if f is None:
-            f = PartitionLogFile(self.path / partition_file_name(tp), hold=self.hold)
+            f = PartitionLogFile(self.path / partition_file_name(tp), hold=self.hold, check_crc=self.check_crc)
             f.open()
             self.files[tp] = f
         return f

@@ -5,7 +5,8 @@ Files in ``log.dirs``:
 * ``quorum-state`` — :func:`~nodes.raft.encode_quorum_state` JSON, replaced atomically
   (write ``quorum-state.tmp``, fsync, rename, fsync the directory);
 * ``raft.log`` — records framed by :func:`~nodes.raft.encode_record`; a torn or corrupt tail is
-  cut off at start-up (and the cut is logged);
+  cut off at start-up (and the cut is logged); ``raft.log.synced`` (:class:`SyncMark`) says how
+  many of its bytes were fsynced, for the disk-fault helper (``diskfault.py``);
 * ``high-watermark`` — the highest high watermark this node has seen, so that the committed-log
   dump also works offline (``python -m nodes dump-log --dir``) and after a restart;
 * ``events.jsonl`` — DESIGN.md node events, one line each, flushed per line;
@@ -46,6 +47,7 @@ __all__ = [
     "LogFile",
     "QuorumStateFile",
     "StorageError",
+    "SyncMark",
     "dump_entries",
     "format_dump",
     "offline_dump",
@@ -126,12 +128,45 @@ class QuorumStateFile:
         self.writes += 1
 
 
-class LogFile:
-    """``raft.log``: append, truncate, flush (fsync in a worker thread)."""
+class SyncMark:
+    """``<log file>.synced``: how many bytes of a log file were fsynced (rewritten in place, not
+    fsynced itself: it survives a process kill, which is what the disk-fault helper needs).
 
-    def __init__(self, directory: Path, *, hold: bool = False) -> None:
+    It is raised after an fsync completes, before the core hears of the flush, and cut at every
+    truncation, so it never falls below what the node has acknowledged."""
+
+    WIDTH = 20
+
+    def __init__(self, log_path: Path) -> None:
+        self.path = Path(str(log_path) + ".synced")
+        self._fd: int | None = None
+        self.value = 0
+
+    def open(self, value: int) -> None:
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        self.set(value)
+
+    def set(self, value: int) -> None:
+        self.value = value
+        if self._fd is not None:
+            os.pwrite(self._fd, f"{value:0{self.WIDTH}d}\n".encode(), 0)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class LogFile:
+    """``raft.log``: append, truncate, flush (fsync in a worker thread).
+
+    ``check_crc=False`` is the ``skip-crc`` bug: recovery decodes records without checking CRCs."""
+
+    def __init__(self, directory: Path, *, hold: bool = False, check_crc: bool = True) -> None:
         self.path = Path(directory) / LOG_FILE
         self.hold = hold
+        self.check_crc = check_crc
+        self.synced = SyncMark(self.path)
         self._fd: int | None = None
         self._starts: list[int] = []  # byte position of each record written to the file
         self._size = 0  # bytes in the file
@@ -155,18 +190,22 @@ class LogFile:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             data = _read_fd(fd)
-            records, info = recover(data)
+            records, info = recover(data, check_crc=self.check_crc)
             if info.truncated_bytes:
                 os.ftruncate(fd, info.valid_bytes)
-                os.fsync(fd)
                 log.warning(
-                    "%s: cut %d byte(s) of %s tail; kept %d record(s) (%d bytes)",
+                    "%s: cut %d byte(s) of %s tail; kept %d record(s) (%d bytes)%s",
                     self.path,
                     info.truncated_bytes,
                     info.reason,
                     len(records),
                     info.valid_bytes,
+                    f"; intact records up to offset {info.seen_end} followed the damage: fetching them again"
+                    if info.damaged
+                    else "",
                 )
+            os.fsync(fd)  # what a previous process left in the page cache is durable from here on
+            self.synced.open(info.valid_bytes)
         except BaseException:
             os.close(fd)
             raise
@@ -211,6 +250,8 @@ class LogFile:
             os.ftruncate(fd, size)
             del self._starts[from_offset:]
             self._size = size
+            if self.synced.value > size:
+                self.synced.set(size)
 
     def write_held(self) -> None:
         """Hand held appends to the OS (the first half of a flush)."""
@@ -222,7 +263,9 @@ class LogFile:
         """Write held appends, then fsync in a worker thread (the event loop keeps running)."""
         self.write_held()
         fd = self._require()
+        size = self._size
         await asyncio.to_thread(os.fsync, fd)
+        self.synced.set(min(size, self._size))
         self.fsyncs += 1
 
     def close(self, *, sync: bool) -> None:
@@ -232,7 +275,9 @@ class LogFile:
         if sync:
             self.write_held()
             os.fsync(self._fd)
+            self.synced.set(self._size)
         self._held.clear()
+        self.synced.close()
         os.close(self._fd)
         self._fd = None
 
@@ -368,8 +413,9 @@ def format_dump(records: Iterable[Record]) -> str:
     return "".join(json.dumps(entry, separators=(",", ":")) + "\n" for entry in dump_entries(records))
 
 
-def offline_dump(directory: Path) -> str:
-    """The committed-log dump of a stopped node's directory (read-only; torn tails ignored)."""
+def offline_dump(directory: Path, *, check_crc: bool = True) -> str:
+    """The committed-log dump of a stopped node's directory (read-only; torn tails ignored), read as the node
+    reads it at start-up (``check_crc=False``: as a node with the ``skip-crc`` bug)."""
     path = Path(directory)
     if not path.is_dir():
         raise StorageError(f"{path} is not a directory")
@@ -379,6 +425,6 @@ def offline_dump(directory: Path) -> str:
         data = b""
     except OSError as exc:
         raise StorageError(f"cannot read {path / LOG_FILE}: {exc}") from None
-    records, _ = recover(data)
+    records, _ = recover(data, check_crc=check_crc)
     hw = HighWatermarkFile.read(path / HW_FILE)
     return format_dump(records[:hw])

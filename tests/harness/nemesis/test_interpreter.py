@@ -98,6 +98,12 @@ class RecordingFaults:
         self.calls.append(("packet_stop", None))
         self.shaped = None
 
+    def disk_fault(self, fault: str, nodes: Sequence[str], seed: int) -> dict[str, Any]:
+        self.calls.append(("disk_fault", (fault, list(nodes), seed)))
+        self.down.update(nodes)  # crashed, until started
+        self.stopped.difference_update(nodes)
+        return {n: {"fault": fault} for n in nodes}
+
     def clean(self) -> bool:
         skewed = any(self.offsets.values()) or any(self.rates.values()) or self.strobing
         return not (self.cut or self.down or self.stopped or skewed or self.shaped)
