@@ -160,9 +160,9 @@ class NemesisInterpreter:
             self.packets = faults.packet_start(spec.get("behaviours") or {"delay": None}, nodes, peers)
             return Applied(self.packets, value)
         if f == "stop-packet":
-            faults.packet_stop()
+            done = faults.packet_stop()
             self.packets = None
-            return Applied(None, value)
+            return Applied(done, value)
         raise ValueError(f"unknown nemesis op {f!r} (expected one of {', '.join(FS)})")
 
     # ------------------------------------------------------------------ healing

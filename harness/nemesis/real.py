@@ -2,10 +2,11 @@
 
 `RealFaults` implements `harness.nemesis.faults.Faults` once for docker, netns, local and SSH
 hosts, over the control interface: partitions (iptables, `real_net.PartitionNemesis`, or the
-local backend's loopback variant), packet faults (tc netem, or iptables for loss:
-`real_net.PacketNemesis`), clocks (libfaketime, `real_clock.ClockNemesis`) and processes
-(`real_process.ProcessNemesis`). Only the enabled packages are prepared (a test without
-`clock` needs no libfaketime, one without `partition` no iptables).
+local backend's loopback variant), packet faults (tc netem, or the NFQUEUE shaper and
+iptables where the kernel has no netem: `real_net.PacketNemesis`), clocks (libfaketime,
+`real_clock.ClockNemesis`) and processes (`real_process.ProcessNemesis`). Only the enabled
+packages are prepared (a test without `clock` needs no libfaketime, one without `partition` no
+iptables).
 
 `RealNemesis` pairs it with the one nemesis interpreter (`harness.nemesis.interpreter`):
 
@@ -24,7 +25,7 @@ from typing import Any
 
 from harness.backends.base import Host
 from harness.control import cleanup
-from harness.nemesis.faults import ClockChanges, PacketBehaviours, Strobe
+from harness.nemesis.faults import PACKET_BEHAVIOURS, ClockChanges, PacketBehaviours, Strobe
 from harness.nemesis.interpreter import NemesisInterpreter
 from harness.nemesis.partitions import Grudge
 from harness.nemesis.real_clock import ClockNemesis
@@ -74,14 +75,15 @@ class RealFaults:
         parallel(*steps)
         return self
 
-    def require_netem(self) -> None:
-        """PacketFaultUnsupported unless the hosts can do every packet fault (tc netem)."""
-        if self.packets.method != "iptables" and self.packets.netem_supported():
-            return
-        raise PacketFaultUnsupported(
-            "--nemesis packet: the hosts' kernel has no sch_netem (tc netem), which delay, duplicate and "
-            "reorder faults need (only loss can be done here, with iptables); drop `packet` from --nemesis"
-        )
+    def require_packet(self, behaviours: Iterable[str] = PACKET_BEHAVIOURS) -> None:
+        """PacketFaultUnsupported unless the hosts can do every one of these packet behaviours (tc netem, or
+        the NFQUEUE shaper where the kernel has no sch_netem)."""
+        missing = set(behaviours) - self.packets.capabilities()
+        if missing:
+            raise PacketFaultUnsupported(
+                f"--nemesis packet: the hosts cannot do {', '.join(sorted(missing))} (their kernel has neither "
+                "sch_netem (tc netem) nor NFQUEUE; only loss can be done, with iptables); drop `packet` from --nemesis"
+            )
 
     def teardown(self) -> None:
         """Heal and remove everything the enabled parts put on the hosts; every part is attempted."""
@@ -147,8 +149,8 @@ class RealFaults:
     def packet_start(self, behaviours: PacketBehaviours, nodes: Sequence[str], peers: Sequence[str]) -> dict[str, Any]:
         return self.packets.start(behaviours, nodes, peers)
 
-    def packet_stop(self) -> None:
-        self.packets.stop()
+    def packet_stop(self) -> dict[str, dict[str, int]]:
+        return self.packets.stop()
 
 
 class RealNemesis:

@@ -1,4 +1,4 @@
-"""Network faults on real hosts: partitions as iptables DROP rules, packet faults with tc netem.
+"""Network faults on real hosts: partitions as iptables DROP rules; packet faults with tc netem or NFQUEUE.
 
 Partitions: each node gets a chain KRAFTWERK, jumped to from position 1 of INPUT
 (before any conntrack ACCEPT, so established flows are cut too). Applying a
@@ -6,24 +6,38 @@ grudge {node: [nodes it drops packets from]} fills each node's chain with
 `-s <src-ip> -j DROP`; healing flushes the chains; teardown removes the jump and
 the chain. Every iptables call passes `-w` (wait for the xtables lock).
 
-Packet faults: Jepsen's layout on each node's cluster interface — a root `prio`
-qdisc with 4 bands, netem on band 1:4, and one u32 filter per peer address — so
-only traffic to the chosen peers is shaped and control traffic (SSH) is not.
-`loss` can also be done without netem by an iptables `statistic` DROP rule in
-chain KRAFTWERK-PKT (netem loss on a local interface is reported to TCP, which
-just resends; and some kernels lack sch_netem altogether).
+Packet faults shape what the chosen nodes send to their peers (egress, as the
+simulator's links), never control traffic, with the first method the kernel has:
+
+- `netem`: Jepsen's layout on each node's cluster interface — a root `prio` qdisc
+  with 4 bands, netem on band 1:4, and one u32 filter per peer address;
+- `nfqueue` (kernels without sch_netem, such as this project's CI machines): chain
+  KRAFTWERK-PKT in OUTPUT holds per peer a counting rule, an iptables `statistic`
+  DROP rule for loss, and an NFQUEUE rule to a userspace shaper
+  (`harness.nemesis.nfqueue`, started on the node as a daemon) that delays,
+  duplicates and reorders the packets themselves, so the nodes' TCP meets them as
+  it would meet netem's (retransmits, duplicate ACKs, out-of-order queues);
+- `iptables`: loss only (the statistic rule), when the kernel has no NFQUEUE either.
+
+Stopping a fault returns what it did per sending node (packets that met it, lost,
+and for the shaper delayed, duplicated, reordered); the nemesis records it.
 """
 
 from __future__ import annotations
 
+import json
+import random
+import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
 
 from harness.backends.base import Host
-from harness.control.base import CommandError
+from harness.control.base import CommandError, DaemonSpec
+from harness.nemesis import nfqueue
 from harness.nemesis.partitions import Grudge
 from harness.nemesis.real_common import NemesisError, Undoable, on_hosts
 
@@ -186,28 +200,83 @@ def netem_script(iface: str, peers: Sequence[str], behaviours: Mapping[str, Mapp
 
 
 class PacketFaultUnsupported(NemesisError):
-    """The hosts cannot do this packet fault (e.g. the kernel has no sch_netem)."""
+    """The hosts cannot do this packet fault (e.g. the kernel has no sch_netem and no NFQUEUE)."""
+
+
+# what each method can do; `auto` takes the first of netem, nfqueue, iptables that the hosts have
+METHOD_BEHAVIOURS = {
+    "netem": frozenset(DEFAULT_BEHAVIOURS),
+    "nfqueue": frozenset(("loss", "delay", "duplicate", "reorder")),
+    "iptables": frozenset(("loss",)),
+}
+PROBE_CHAIN = "KRAFTWERK-PKTP"
+SHAPER = "kraftwerk-nfqueue"  # file names of the shaper on each host: .py, .pid, .log, .json (stats)
+_COUNT = re.compile(r"-d (\S+?)(?:/32)? .*-c (\d+) \d+(?: -j (\S+))?$")
+_TC_SENT = re.compile(r"qdisc netem .*?Sent \d+ bytes (\d+) pkt \(dropped (\d+)", re.S)
+
+
+def chain_script(addrs: Sequence[str], loss: float | None, queue: bool) -> str:
+    """Shell commands that put the packet chain in a host's OUTPUT: per peer address a counting rule, a
+    `statistic` DROP rule for loss (probability `loss`), an NFQUEUE rule to the shaper (`queue`); copies the
+    shaper sends itself (marked) pass untouched."""
+    c = PACKET_CHAIN
+    lines = [
+        f"iptables -w -N {c} 2>/dev/null; true",
+        f"iptables -w -F {c}",
+        f"(iptables -w -C OUTPUT -j {c} 2>/dev/null || iptables -w -I OUTPUT 1 -j {c})",
+        f"iptables -w -A {c} -m mark --mark {nfqueue.MARK:#x} -j RETURN",
+    ]
+    for a in addrs:
+        lines.append(f"iptables -w -A {c} -d {shlex.quote(a)}")  # no target: counts what goes to the peer
+        if loss:
+            lines.append(
+                f"iptables -w -A {c} -d {shlex.quote(a)} -m statistic --mode random --probability {loss:.4f} -j DROP"
+            )
+        if queue:
+            lines.append(
+                f"iptables -w -A {c} -d {shlex.quote(a)} -j NFQUEUE --queue-num {nfqueue.QUEUE_NUM} --queue-bypass"
+            )
+    return lines[0] + "\n" + " && ".join(lines[1:])
+
+
+def chain_counts(rules: str) -> dict[str, int]:
+    """Packets that met the fault and packets it dropped, from `iptables -S KRAFTWERK-PKT -v`."""
+    packets = lost = 0
+    for line in rules.splitlines():
+        m = _COUNT.search(line.strip())
+        if not m:
+            continue
+        if m.group(3) is None:
+            packets += int(m.group(2))
+        elif m.group(3) == "DROP":
+            lost += int(m.group(2))
+    return {"packets": packets, "lost": lost}
 
 
 class PacketNemesis(Undoable):
-    """Delay, loss, duplication, reordering, corruption, rate limits between cluster nodes.
+    """Delay, loss, duplication, reordering (and, with netem, corruption and rate limits) on the traffic cluster
+    nodes send to each other.
 
-    `method`: "netem" (tc, every behaviour), "iptables" (loss only, `statistic` match),
-    or "auto" (netem when the kernel has it, else iptables for loss-only faults).
+    `method`: "netem" (tc, every behaviour), "nfqueue" (the userspace shaper `harness.nemesis.nfqueue` for delay,
+    duplicate and reorder, iptables `statistic` for loss), "iptables" (loss only), or "auto": netem when the kernel
+    has sch_netem, else nfqueue when it has NFQUEUE, else iptables. Every method shapes what `nodes` send to
+    `peers` (egress, as netem on their interfaces and the simulator's links), never control traffic.
     """
 
-    label = "packet nemesis (tc netem / iptables)"
+    label = "packet nemesis (tc netem / nfqueue / iptables)"
 
     def __init__(self, hosts: Sequence[Host], method: str = "auto") -> None:
         super().__init__()
-        if method not in ("auto", "netem", "iptables"):
-            raise ValueError(f"unknown packet fault method {method!r}")
+        if method not in ("auto", *METHOD_BEHAVIOURS):
+            raise ValueError(f"unknown packet fault method {method!r} (auto, {', '.join(METHOD_BEHAVIOURS)})")
         self.hosts = {h.name: h for h in hosts}
         self.method = method
         self.active: dict[str, Any] = {}
         self._netem: bool | None = None
+        self._nfqueue: bool | None = None
+        self._shapers: set[str] = set()  # hosts where the shaper daemon was started
 
-    def setup(self) -> None:  # nothing to prepare: qdiscs and chains are made on start
+    def setup(self) -> None:  # nothing to prepare: qdiscs, chains and shapers are made on start
         pass
 
     def netem_supported(self) -> bool:
@@ -220,13 +289,104 @@ class PacketNemesis(Undoable):
             self._netem = r.ok
         return self._netem
 
+    def nfqueue_supported(self) -> bool:
+        """Whether the first host can run the shaper: a queue binds, and iptables takes an NFQUEUE rule."""
+        if self._nfqueue is None:
+            h = next(iter(self.hosts.values()))
+            self._install(h)
+            c = PROBE_CHAIN
+            r = h.control.run(
+                f"{shlex.quote(h.python)} {shlex.quote(self._path(h, 'py'))} --probe && "
+                f"iptables -w -N {c} && iptables -w -A {c} -j NFQUEUE --queue-num {nfqueue.QUEUE_NUM} --queue-bypass; "
+                f"r=$?; iptables -w -F {c} 2>/dev/null; iptables -w -X {c} 2>/dev/null; exit $r",
+                timeout=30,
+            )
+            self._nfqueue = r.ok
+        return self._nfqueue
+
+    def method_for(self, behaviours: Iterable[str]) -> str:
+        """The method these behaviours get on these hosts; PacketFaultUnsupported if none can do them all."""
+        wanted = set(behaviours)
+        if self.method != "auto":
+            method = self.method
+        elif self.netem_supported():
+            method = "netem"
+        elif self.nfqueue_supported():
+            method = "nfqueue" if wanted - {"loss"} else "iptables"
+        else:
+            method = "iptables"
+        missing = wanted - METHOD_BEHAVIOURS[method]
+        if missing:
+            have = (
+                ""
+                if self.method != "auto"
+                else " (the kernel has no sch_netem" + (")" if method == "nfqueue" else " and no NFQUEUE)")
+            )
+            raise PacketFaultUnsupported(
+                f"packet fault(s) {', '.join(sorted(missing))} cannot be done with {method}{have}; "
+                f"it does {', '.join(sorted(METHOD_BEHAVIOURS[method]))}"
+            )
+        return method
+
+    def capabilities(self) -> frozenset[str]:
+        """The behaviours these hosts can do (with `method`, or the best method they have)."""
+        if self.method != "auto":
+            return METHOD_BEHAVIOURS[self.method]
+        if self.netem_supported():
+            return METHOD_BEHAVIOURS["netem"]
+        return METHOD_BEHAVIOURS["nfqueue" if self.nfqueue_supported() else "iptables"]
+
+    # ------------------------------------------------------------------ the shaper's files
+    @staticmethod
+    def _path(h: Host, ext: str) -> str:
+        return f"{h.workdir.rstrip('/')}/{SHAPER}.{ext}"
+
+    def _install(self, h: Host) -> None:
+        self._armed()  # the script is removed on teardown
+        h.control.put_file(self._path(h, "py"), Path(nfqueue.__file__).read_bytes())
+
+    def _start_shaper(self, h: Host, behaviours: Mapping[str, Any]) -> None:
+        self._install(h)
+        stats = self._path(h, "json")
+        h.control.remove(stats)
+        config = {"behaviours": behaviours, "seed": random.getrandbits(32), "stats": stats}
+        spec = DaemonSpec(
+            argv=[h.python, self._path(h, "py"), json.dumps(config)],
+            pidfile=self._path(h, "pid"),
+            logfile=self._path(h, "log"),
+        )
+        self._shapers.add(h.name)
+        h.control.start_daemon(spec)
+        # bound before any packet is sent its way (the queue rule lets packets pass while nobody listens)
+        r = h.control.run(
+            f"i=0; while [ ! -s {shlex.quote(stats)} ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; "
+            f"test -s {shlex.quote(stats)}",
+            timeout=30,
+        )
+        if not r.ok:
+            log = h.control.run(f"tail -5 {shlex.quote(self._path(h, 'log'))}", timeout=30).stdout.strip()
+            raise NemesisError(f"{h.name}: the packet shaper did not start: {log or 'no output'}")
+
+    def _stop_shaper(self, h: Host) -> dict[str, int]:
+        """Stop the shaper (it lets its held packets go first); its final counters."""
+        h.control.stop_daemon(self._path(h, "pid"))
+        self._shapers.discard(h.name)
+        r = h.control.run(f"cat {shlex.quote(self._path(h, 'json'))}", timeout=30)
+        try:
+            stats = json.loads(r.stdout) if r.ok else {}
+        except ValueError:
+            stats = {}
+        return {k: int(stats[k]) for k in ("delayed", "duplicated", "reordered") if k in stats}
+
+    # ------------------------------------------------------------------ faults
     def start(
         self,
         behaviours: Mapping[str, Mapping[str, Any] | None] | Iterable[str],
         nodes: Iterable[str] | None = None,
         peers: Iterable[str] | None = None,
     ) -> dict[str, Any]:
-        """Shape traffic from `nodes` (default all) to `peers` (default every other node); returns what was done."""
+        """Shape traffic from `nodes` (default all) to `peers` (default every other node); returns what was done:
+        {"behaviours" (parameters filled in), "nodes", "peers", "method"}."""
         if not isinstance(behaviours, Mapping):
             behaviours = {name: None for name in behaviours}
         netem_args(behaviours)  # validates names
@@ -235,14 +395,12 @@ class PacketNemesis(Undoable):
         for n in [*targets, *peer_names]:
             if n not in self.hosts:
                 raise ValueError(f"unknown node {n!r}")
-        method = self.method
-        if method == "auto":
-            method = "netem" if self.netem_supported() else "iptables"
-        if method == "iptables" and set(behaviours) != {"loss"}:
-            raise PacketFaultUnsupported(
-                f"{', '.join(sorted(set(behaviours) - {'loss'}))} need tc netem, which this kernel lacks "
-                "(sch_netem); only loss is available (iptables statistic)"
-            )
+        method = self.method_for(behaviours)
+        full = {k: {**DEFAULT_BEHAVIOURS[k], **(v or {})} for k, v in behaviours.items()}
+        if method != "netem":
+            full = nfqueue.with_defaults(behaviours)
+        elif "reorder" in full and "delay" not in full:
+            full["delay"] = dict(DEFAULT_BEHAVIOURS["delay"])
         self.stop()
         self._armed()
 
@@ -250,44 +408,70 @@ class PacketNemesis(Undoable):
             addrs = [self.hosts[p].address for p in peer_names if p != h.name]
             if method == "netem":
                 h.control.run(netem_script(h.iface, addrs, behaviours), check=True, timeout=30)
-            else:
-                loss = {**DEFAULT_BEHAVIOURS["loss"], **(behaviours["loss"] or {})}
-                p = float(loss["percent"]) / 100.0
-                rules = [
-                    f"iptables -w -N {PACKET_CHAIN} 2>/dev/null; true",
-                    f"iptables -w -F {PACKET_CHAIN}",
-                    f"(iptables -w -C INPUT -j {PACKET_CHAIN} 2>/dev/null || iptables -w -I INPUT 1 -j {PACKET_CHAIN})",
-                ]
-                rules += [
-                    f"iptables -w -A {PACKET_CHAIN} -s {a} -m statistic --mode random --probability {p:.4f} -j DROP"
-                    for a in addrs
-                ]
-                h.control.run(rules[0] + "\n" + " && ".join(rules[1:]), check=True, timeout=30)
+                return
+            shaped = {k: v for k, v in full.items() if k != "loss"} if method == "nfqueue" else {}
+            if shaped:
+                self._start_shaper(h, shaped)
+            loss = float(full["loss"]["percent"]) / 100.0 if "loss" in full else None
+            h.control.run(chain_script(addrs, loss, bool(shaped)), check=True, timeout=30)
 
+        self.active = {"behaviours": full, "nodes": targets, "peers": peer_names, "method": method}
         try:
             on_hosts([self.hosts[n] for n in targets], apply)
         except CommandError as e:
             raise NemesisError(f"packet fault failed: {e}") from e
-        self.active = {"method": method, "behaviours": dict(behaviours), "nodes": targets, "peers": peer_names}
         return dict(self.active)
 
-    def stop(self) -> None:
-        """Remove every packet fault from every host (idempotent; `no qdisc` errors are ignored)."""
+    def stop(self) -> dict[str, dict[str, int]]:
+        """Remove every packet fault from every host (idempotent); what the last one did, per sending node:
+        packets that met it, lost (iptables / netem drops), and delayed, duplicated, reordered (the shaper)."""
+        shaping = set(self.active.get("nodes", ()))
 
-        def clear(h: Host) -> None:
+        def clear(h: Host) -> dict[str, int]:
+            counts: dict[str, int] = {}
+            if h.name in shaping:
+                if self.active.get("method") == "netem":
+                    m = _TC_SENT.search(
+                        h.control.run(f"tc -s qdisc show dev {shlex.quote(h.iface)}", timeout=30).stdout
+                    )
+                    counts = {"packets": int(m.group(1)), "lost": int(m.group(2))} if m else {}
+                else:
+                    counts = chain_counts(h.control.run(f"iptables -w -S {PACKET_CHAIN} -v", timeout=30).stdout)
             h.control.run(
                 f"tc qdisc del dev {shlex.quote(h.iface)} root 2>/dev/null; "
+                f"while iptables -w -D OUTPUT -j {PACKET_CHAIN} 2>/dev/null; do :; done; "
                 f"while iptables -w -D INPUT -j {PACKET_CHAIN} 2>/dev/null; do :; done; "
                 f"iptables -w -F {PACKET_CHAIN} 2>/dev/null; iptables -w -X {PACKET_CHAIN} 2>/dev/null; true",
                 timeout=30,
             )
+            if h.name in self._shapers:
+                counts.update(self._stop_shaper(h))
+            return counts
 
+        done: dict[str, dict[str, int]] = {}
         if self.active or self._token is not None:
-            on_hosts(self.hosts.values(), clear)
+            counts = on_hosts(self.hosts.values(), clear)
+            done = {
+                n: {k: counts[n][k] for k in nfqueue.COUNTERS if k in counts[n]} for n in self.hosts if n in shaping
+            }
         self.active = {}
+        return done
 
     heal = stop
 
     def teardown(self) -> None:
-        self.stop()
-        self._disarmed()
+        """Stop every fault and shaper; remove the shaper's files and the probe chain."""
+        try:
+            self.stop()
+        finally:
+
+            def remove(h: Host) -> None:
+                h.control.run(
+                    f"rm -f {' '.join(shlex.quote(self._path(h, e)) for e in ('py', 'pid', 'json', 'json.tmp'))}; "
+                    f"iptables -w -F {PROBE_CHAIN} 2>/dev/null; iptables -w -X {PROBE_CHAIN} 2>/dev/null; true",
+                    timeout=30,
+                )
+
+            if self._token is not None:
+                on_hosts(self.hosts.values(), remove)
+            self._disarmed()

@@ -50,10 +50,11 @@ class RunnerNemesis(RealNemesis):
         return package in self.packages
 
     def setup(self) -> RunnerNemesis:
-        """Prepare the enabled parts; a packet nemesis needs tc netem on the hosts (else a BackendError)."""
+        """Prepare the enabled parts; a packet nemesis needs tc netem or NFQUEUE on the hosts (else
+        PacketFaultUnsupported, exit 254)."""
         self.faults.setup()
         if self.enabled("packet"):
-            self.faults.require_netem()
+            self.faults.require_packet()
         return self
 
     def clock_env(self, host: Host) -> dict[str, str]:

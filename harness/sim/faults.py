@@ -122,5 +122,8 @@ class SimFaults:
         self.net.shaping = shaping
         return {"behaviours": shaping.behaviours, "nodes": list(nodes), "peers": list(peers)}
 
-    def packet_stop(self) -> None:
-        self.net.shaping = None
+    def packet_stop(self) -> dict[str, dict[str, int]]:
+        """No packet fault; what the last one did, per sending node (`harness.nemesis.nfqueue.COUNTERS`)."""
+        shaping, self.net.shaping = self.net.shaping, None
+        counts = shaping.counts if shaping is not None else {}
+        return {n: counts[n] for n in self.nodes if n in counts}
