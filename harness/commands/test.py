@@ -41,7 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="partition,kill,pause,clock",
         metavar="LIST",
         help="faults to inject: comma-separated from partition, kill, pause, clock, packet (loss, delay, "
-        "duplicate, reorder; on real hosts it needs tc netem); or all (every one but packet) / none "
+        "duplicate, reorder; on real hosts tc netem, or an NFQUEUE shaper where the kernel has no netem); "
+        "or all (every one but packet) / none "
         "(default partition,kill,pause,clock)",
     )
     p.add_argument(

@@ -429,18 +429,23 @@ class PacketNemesis(Undoable):
 
         def clear(h: Host) -> dict[str, int]:
             counts: dict[str, int] = {}
+            unhook = (
+                f"while iptables -w -D OUTPUT -j {PACKET_CHAIN} 2>/dev/null; do :; done; "
+                f"while iptables -w -D INPUT -j {PACKET_CHAIN} 2>/dev/null; do :; done; true"
+            )
             if h.name in shaping:
                 if self.active.get("method") == "netem":
                     m = _TC_SENT.search(
                         h.control.run(f"tc -s qdisc show dev {shlex.quote(h.iface)}", timeout=30).stdout
                     )
                     counts = {"packets": int(m.group(1)), "lost": int(m.group(2))} if m else {}
-                else:
-                    counts = chain_counts(h.control.run(f"iptables -w -S {PACKET_CHAIN} -v", timeout=30).stdout)
+                else:  # every counter: what the method does not do, it did to no packet
+                    counts = dict.fromkeys(nfqueue.COUNTERS, 0)
+                    # unhooked first, so that the counts are final (and the shaper gets nothing more)
+                    listing = h.control.run(f"{unhook}; iptables -w -S {PACKET_CHAIN} -v", timeout=30).stdout
+                    counts.update(chain_counts(listing))
             h.control.run(
-                f"tc qdisc del dev {shlex.quote(h.iface)} root 2>/dev/null; "
-                f"while iptables -w -D OUTPUT -j {PACKET_CHAIN} 2>/dev/null; do :; done; "
-                f"while iptables -w -D INPUT -j {PACKET_CHAIN} 2>/dev/null; do :; done; "
+                f"tc qdisc del dev {shlex.quote(h.iface)} root 2>/dev/null; {unhook}; "
                 f"iptables -w -F {PACKET_CHAIN} 2>/dev/null; iptables -w -X {PACKET_CHAIN} 2>/dev/null; true",
                 timeout=30,
             )

@@ -1,0 +1,60 @@
+"""`kraftwerk test --backend docker --nemesis packet`: loss, delay, duplication and reordering land on real nodes.
+
+This machine's kernel has no sch_netem, so the containers (which share it) get the NFQUEUE shaper and
+iptables `statistic` loss (`harness.nemesis.nfqueue`); a kernel with netem gets tc netem. Seed 1698's
+schedule (3 nodes, 20 s, a fault every ~3 s) turns on every one of the four behaviours, on enough traffic
+that each must strike: the stop-packet ops record, per sending node, what each fault did. The register
+and queue workloads stay valid, and nothing of the faults (rules, queues, shapers) is left.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.nemesis.schedule import generate
+from tests.harness.backends.clusters import node_image  # noqa: F401 - fixture
+from tests.harness.runner import realtest
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+SEED = 1698
+STRIKES = {"delay": "delayed", "loss": "lost", "duplicate": "duplicated", "reorder": "reordered"}
+
+
+@pytest.mark.parametrize("workload", ["register", "queue"])
+def test_packet_faults_land_on_docker_nodes_and_the_run_stays_valid(
+    node_image: str,  # noqa: F811
+    tmp_path: Path,
+    workload: str,
+) -> None:
+    schedule = generate(SEED, ["n1", "n2", "n3"], ["packet"], 20.0, 3.0)
+    asked = {b for e in schedule if e["f"] == "start-packet" for b in e["value"]["behaviours"]}
+    assert asked == set(STRIKES)  # the seed still draws all four
+    r = realtest.kraftwerk_test(
+        tmp_path,
+        *("--backend", "docker", "--workload", workload, "--nemesis", "packet", "--nodes", "3"),
+        *("--time-limit", "20", "--interval", "3", "--seed", str(SEED)),
+    )
+    run = realtest.latest(tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert realtest.results(run)["valid"] is True
+    ops = [o for o in realtest.history_lines(run) if o["process"] == "nemesis"]
+    starts = [o for o in ops if o["f"] == "start-packet"]
+    stops = [o for o in ops if o["f"] == "stop-packet"]
+    assert len(starts) == 4 and len(stops) == 5  # four faults, and the final heal
+    assert {o["value"]["method"] for o in starts} <= {"netem", "nfqueue", "iptables"}
+    struck = dict.fromkeys(STRIKES.values(), 0)
+    for start, stop in zip(starts, stops, strict=False):
+        assert set(stop["value"]) == set(start["value"]["nodes"])  # counted on each shaped node
+        assert sum(c["packets"] for c in stop["value"].values()) > 0
+        for counts in stop["value"].values():
+            for k in struck:
+                struck[k] += counts.get(k, 0)
+    if starts[0]["value"]["method"] != "netem":  # netem counts packets and drops only
+        assert all(v > 0 for v in struck.values()), struck
+    else:
+        assert struck["lost"] > 0
+    _, cluster = realtest.cluster_of(run)
+    assert realtest.leftovers(cluster) == []
