@@ -100,8 +100,9 @@ def with_defaults(behaviours: Mapping[str, Mapping[str, Any] | None]) -> dict[st
 class Shaper:
     """When each queued packet gets its verdict, and which are sent twice.
 
-    `packet(id, dst, payload, now)` takes a packet; `due(now)` returns the actions whose time has come, in order:
-    ("accept", id, dst, payload) or ("copy", id, dst, payload). `next_at()` is the next action's time.
+    `packet(id, dst, payload, now, src)` takes a packet; `due(now)` returns the actions whose time has come, in
+    order: ("accept", id, dst, payload) or ("copy", id, dst, payload). `next_at()` is the next action's time.
+    Packets keep their order per link (source, destination); `counts` and `sources` (per source) say what was done.
     """
 
     def __init__(self, behaviours: Mapping[str, Mapping[str, Any] | None], rng: random.Random) -> None:
@@ -109,28 +110,35 @@ class Shaper:
         self.rng = rng
         self._heap: list[tuple[int, int, str, int, bytes, bytes]] = []
         self._seq = 0
-        self._last: dict[bytes, int] = {}  # per destination: when its last in-order packet goes
+        self._last: dict[tuple[bytes, bytes], int] = {}  # per link: when its last in-order packet goes
         self.counts = {k: 0 for k in COUNTERS if k != "lost"}
+        self.sources: dict[bytes, dict[str, int]] = {}
 
     def _push(self, at: int, kind: str, pid: int, dst: bytes, payload: bytes) -> None:
         self._seq += 1
         heapq.heappush(self._heap, (at, self._seq, kind, pid, dst, payload))
 
-    def packet(self, pid: int, dst: bytes, payload: bytes, now: int) -> None:
+    def packet(self, pid: int, dst: bytes, payload: bytes, now: int, src: bytes = b"") -> None:
         delay, reordered, _lost, duplicated = draw(self.behaviours, self.rng)
-        self.counts["packets"] += 1
+        done = ["packets"]
         at = now + delay
         if reordered:
-            self.counts["reordered"] += 1
+            done.append("reordered")
         else:
-            at = max(at, self._last.get(dst, 0))  # in order behind the packets before it
-            self._last[dst] = at
+            at = max(at, self._last.get((src, dst), 0))  # in order behind the packets before it
+            self._last[(src, dst)] = at
             if at > now:
-                self.counts["delayed"] += 1
+                done.append("delayed")
         self._push(at, "accept", pid, dst, payload)
         if duplicated:
-            self.counts["duplicated"] += 1
+            done.append("duplicated")
             self._push(now + delay + int(self.rng.random() * MS), "copy", pid, dst, payload)
+        by_source = self.sources.get(src)
+        if by_source is None:
+            by_source = self.sources[src] = dict.fromkeys(self.counts, 0)
+        for k in done:
+            self.counts[k] += 1
+            by_source[k] += 1
 
     def next_at(self) -> int | None:
         return self._heap[0][0] if self._heap else None
@@ -283,6 +291,10 @@ def ipv4_destination(packet: bytes) -> bytes:
     return packet[16:20] if len(packet) >= 20 and packet[0] >> 4 == 4 else b""
 
 
+def ipv4_source(packet: bytes) -> bytes:
+    return packet[12:16] if len(packet) >= 20 and packet[0] >> 4 == 4 else b""
+
+
 # ------------------------------------------------------------------ the program
 
 
@@ -300,7 +312,8 @@ def run(config: Mapping[str, Any]) -> None:
     def write_stats(bound: bool) -> None:
         tmp = f"{stats_path}.tmp"
         with open(tmp, "w") as f:
-            json.dump({**shaper.counts, "held": shaper.held, "bound": bound}, f)
+            sources = {socket.inet_ntoa(s): c for s, c in shaper.sources.items() if len(s) == 4}
+            json.dump({**shaper.counts, "held": shaper.held, "bound": bound, "sources": sources}, f)
         os.replace(tmp, stats_path)
 
     write_stats(True)
@@ -317,7 +330,7 @@ def run(config: Mapping[str, Any]) -> None:
             if ready:
                 now = time.monotonic_ns()
                 for pid, packet in queue.receive():
-                    shaper.packet(pid, ipv4_destination(packet), packet, now)
+                    shaper.packet(pid, ipv4_destination(packet), packet, now, ipv4_source(packet))
             for kind, pid, dst, packet in shaper.due(time.monotonic_ns()):
                 if kind == "accept":
                     queue.accept(pid)
@@ -341,9 +354,9 @@ def probe(queue: int = QUEUE_NUM) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--probe"]:
+    if sys.argv[1:2] == ["--probe"]:
         try:
-            probe()
+            probe(int(sys.argv[2]) if len(sys.argv) > 2 else QUEUE_NUM)
         except OSError as e:
             print(f"nfqueue: {e}", file=sys.stderr)
             sys.exit(1)

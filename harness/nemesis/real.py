@@ -51,11 +51,12 @@ class RealFaults:
         partition: PartitionNemesis | None = None,
         monotonic: bool = False,
         packet_method: str = "auto",
+        packet: PacketNemesis | None = None,
     ) -> None:
         self.hosts = list(hosts)
         self.packages = list(packages)
         self.partitioner = partition if partition is not None else PartitionNemesis(self.hosts)
-        self.packets = PacketNemesis(self.hosts, method=packet_method)
+        self.packets = packet if packet is not None else PacketNemesis(self.hosts, method=packet_method)
         self.clocks = ClockNemesis(self.hosts, monotonic=monotonic)
         self.processes = ProcessNemesis(self.hosts, daemons) if daemons is not None else None
         self._token: int | None = None
@@ -168,9 +169,16 @@ class RealNemesis:
         partition: PartitionNemesis | None = None,
         monotonic: bool = False,
         packet_method: str = "auto",
+        packet: PacketNemesis | None = None,
     ) -> None:
         self.faults = RealFaults(
-            hosts, daemons, packages=packages, partition=partition, monotonic=monotonic, packet_method=packet_method
+            hosts,
+            daemons,
+            packages=packages,
+            partition=partition,
+            monotonic=monotonic,
+            packet_method=packet_method,
+            packet=packet,
         )
         self.names = [h.name for h in hosts]
         self.interpreter = NemesisInterpreter(self.faults, self.names, rng or random.Random(0))

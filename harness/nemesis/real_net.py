@@ -211,46 +211,51 @@ METHOD_BEHAVIOURS = {
 }
 PROBE_CHAIN = "KRAFTWERK-PKTP"
 SHAPER = "kraftwerk-nfqueue"  # file names of the shaper on each host: .py, .pid, .log, .json (stats)
-_COUNT = re.compile(r"-d (\S+?)(?:/32)? .*-c (\d+) \d+(?: -j (\S+))?$")
+_COUNT = re.compile(r"^-A \S+(?: -s (\S+?)(?:/32)?)? -d \S+ .*-c (\d+) \d+(?: -j (\S+))?$")
 _TC_SENT = re.compile(r"qdisc netem .*?Sent \d+ bytes (\d+) pkt \(dropped (\d+)", re.S)
 
 
-def chain_script(addrs: Sequence[str], loss: float | None, queue: bool) -> str:
-    """Shell commands that put the packet chain in a host's OUTPUT: per peer address a counting rule, a
-    `statistic` DROP rule for loss (probability `loss`), an NFQUEUE rule to the shaper (`queue`); copies the
-    shaper sends itself (marked) pass untouched."""
-    c = PACKET_CHAIN
+def chain_script(
+    links: Sequence[tuple[str | None, str]],
+    loss: float | None,
+    queue: bool,
+    chain: str = PACKET_CHAIN,
+    queue_num: int = nfqueue.QUEUE_NUM,
+) -> str:
+    """Shell commands that put the packet chain in a host's OUTPUT: per link (source address or None for any,
+    destination address) a counting rule, a `statistic` DROP rule for loss (probability `loss`), an NFQUEUE
+    rule to the shaper (`queue`); copies the shaper sends itself (marked) pass untouched."""
+    c = chain
     lines = [
         f"iptables -w -N {c} 2>/dev/null; true",
         f"iptables -w -F {c}",
         f"(iptables -w -C OUTPUT -j {c} 2>/dev/null || iptables -w -I OUTPUT 1 -j {c})",
         f"iptables -w -A {c} -m mark --mark {nfqueue.MARK:#x} -j RETURN",
     ]
-    for a in addrs:
-        lines.append(f"iptables -w -A {c} -d {shlex.quote(a)}")  # no target: counts what goes to the peer
+    for src, dst in links:
+        match = (f"-s {shlex.quote(src)} " if src else "") + f"-d {shlex.quote(dst)}"
+        lines.append(f"iptables -w -A {c} {match}")  # no target: counts what goes over the link
         if loss:
-            lines.append(
-                f"iptables -w -A {c} -d {shlex.quote(a)} -m statistic --mode random --probability {loss:.4f} -j DROP"
-            )
+            lines.append(f"iptables -w -A {c} {match} -m statistic --mode random --probability {loss:.4f} -j DROP")
         if queue:
-            lines.append(
-                f"iptables -w -A {c} -d {shlex.quote(a)} -j NFQUEUE --queue-num {nfqueue.QUEUE_NUM} --queue-bypass"
-            )
+            lines.append(f"iptables -w -A {c} {match} -j NFQUEUE --queue-num {queue_num} --queue-bypass")
     return lines[0] + "\n" + " && ".join(lines[1:])
 
 
-def chain_counts(rules: str) -> dict[str, int]:
-    """Packets that met the fault and packets it dropped, from `iptables -S KRAFTWERK-PKT -v`."""
-    packets = lost = 0
+def chain_counts(rules: str) -> dict[str, dict[str, int]]:
+    """Per source address ("" when the rules name none): packets that met the fault and packets it dropped,
+    from `iptables -S CHAIN -v`."""
+    out: dict[str, dict[str, int]] = {}
     for line in rules.splitlines():
-        m = _COUNT.search(line.strip())
+        m = _COUNT.match(line.strip())
         if not m:
             continue
+        counts = out.setdefault(m.group(1) or "", {"packets": 0, "lost": 0})
         if m.group(3) is None:
-            packets += int(m.group(2))
+            counts["packets"] += int(m.group(2))
         elif m.group(3) == "DROP":
-            lost += int(m.group(2))
-    return {"packets": packets, "lost": lost}
+            counts["lost"] += int(m.group(2))
+    return out
 
 
 class PacketNemesis(Undoable):
@@ -261,20 +266,37 @@ class PacketNemesis(Undoable):
     duplicate and reorder, iptables `statistic` for loss), "iptables" (loss only), or "auto": netem when the kernel
     has sch_netem, else nfqueue when it has NFQUEUE, else iptables. Every method shapes what `nodes` send to
     `peers` (egress, as netem on their interfaces and the simulator's links), never control traffic.
+
+    `shared`: the hosts share one network stack (the local backend: processes on distinct loopback addresses);
+    then one chain `chain` and one shaper on queue `queue_num` hold every link, told apart by source address, and
+    netem (which would shape the whole loopback) is never used.
     """
 
     label = "packet nemesis (tc netem / nfqueue / iptables)"
 
-    def __init__(self, hosts: Sequence[Host], method: str = "auto") -> None:
+    def __init__(
+        self,
+        hosts: Sequence[Host],
+        method: str = "auto",
+        *,
+        shared: bool = False,
+        chain: str = PACKET_CHAIN,
+        queue_num: int = nfqueue.QUEUE_NUM,
+    ) -> None:
         super().__init__()
-        if method not in ("auto", *METHOD_BEHAVIOURS):
+        if method not in ("auto", *METHOD_BEHAVIOURS) or (shared and method == "netem"):
             raise ValueError(f"unknown packet fault method {method!r} (auto, {', '.join(METHOD_BEHAVIOURS)})")
         self.hosts = {h.name: h for h in hosts}
         self.method = method
+        self.shared = shared
+        self.chain = chain
+        self.queue_num = queue_num
         self.active: dict[str, Any] = {}
-        self._netem: bool | None = None
+        self._netem: bool | None = False if shared else None
         self._nfqueue: bool | None = None
         self._shapers: set[str] = set()  # hosts where the shaper daemon was started
+        if shared and len({h.address for h in hosts}) < len(hosts):
+            raise PacketFaultUnsupported("packet faults need every node on an address of its own")
 
     def setup(self) -> None:  # nothing to prepare: qdiscs, chains and shapers are made on start
         pass
@@ -294,10 +316,10 @@ class PacketNemesis(Undoable):
         if self._nfqueue is None:
             h = next(iter(self.hosts.values()))
             self._install(h)
-            c = PROBE_CHAIN
+            c = f"{self.chain}-T" if self.shared else PROBE_CHAIN
             r = h.control.run(
-                f"{shlex.quote(h.python)} {shlex.quote(self._path(h, 'py'))} --probe && "
-                f"iptables -w -N {c} && iptables -w -A {c} -j NFQUEUE --queue-num {nfqueue.QUEUE_NUM} --queue-bypass; "
+                f"{shlex.quote(h.python)} {shlex.quote(self._path(h, 'py'))} --probe {self.queue_num} && "
+                f"iptables -w -N {c} && iptables -w -A {c} -j NFQUEUE --queue-num {self.queue_num} --queue-bypass; "
                 f"r=$?; iptables -w -F {c} 2>/dev/null; iptables -w -X {c} 2>/dev/null; exit $r",
                 timeout=30,
             )
@@ -349,7 +371,7 @@ class PacketNemesis(Undoable):
         self._install(h)
         stats = self._path(h, "json")
         h.control.remove(stats)
-        config = {"behaviours": behaviours, "seed": random.getrandbits(32), "stats": stats}
+        config = {"behaviours": behaviours, "seed": random.getrandbits(32), "stats": stats, "queue": self.queue_num}
         spec = DaemonSpec(
             argv=[h.python, self._path(h, "py"), json.dumps(config)],
             pidfile=self._path(h, "pid"),
@@ -367,8 +389,8 @@ class PacketNemesis(Undoable):
             log = h.control.run(f"tail -5 {shlex.quote(self._path(h, 'log'))}", timeout=30).stdout.strip()
             raise NemesisError(f"{h.name}: the packet shaper did not start: {log or 'no output'}")
 
-    def _stop_shaper(self, h: Host) -> dict[str, int]:
-        """Stop the shaper (it lets its held packets go first); its final counters."""
+    def _stop_shaper(self, h: Host) -> dict[str, dict[str, int]]:
+        """Stop the shaper (it lets its held packets go first); its final counters per source address."""
         h.control.stop_daemon(self._path(h, "pid"))
         self._shapers.discard(h.name)
         r = h.control.run(f"cat {shlex.quote(self._path(h, 'json'))}", timeout=30)
@@ -376,7 +398,10 @@ class PacketNemesis(Undoable):
             stats = json.loads(r.stdout) if r.ok else {}
         except ValueError:
             stats = {}
-        return {k: int(stats[k]) for k in ("delayed", "duplicated", "reordered") if k in stats}
+        keep = ("delayed", "duplicated", "reordered")
+        out = {src: {k: int(c[k]) for k in keep if k in c} for src, c in stats.get("sources", {}).items()}
+        out[""] = {k: int(stats[k]) for k in keep if k in stats}
+        return out
 
     # ------------------------------------------------------------------ faults
     def start(
@@ -403,21 +428,29 @@ class PacketNemesis(Undoable):
             full["delay"] = dict(DEFAULT_BEHAVIOURS["delay"])
         self.stop()
         self._armed()
+        shaped = {k: v for k, v in full.items() if k != "loss"} if method == "nfqueue" else {}
+        loss = float(full["loss"]["percent"]) / 100.0 if "loss" in full else None
 
-        def apply(h: Host) -> None:
-            addrs = [self.hosts[p].address for p in peer_names if p != h.name]
+        def links(names: Sequence[str]) -> list[tuple[str | None, str]]:
+            addr = {n: self.hosts[n].address for n in self.hosts}
+            return [(addr[n] if self.shared else None, addr[p]) for n in names for p in peer_names if p != n]
+
+        def apply(h: Host, names: Sequence[str]) -> None:
             if method == "netem":
+                addrs = [self.hosts[p].address for p in peer_names if p != h.name]
                 h.control.run(netem_script(h.iface, addrs, behaviours), check=True, timeout=30)
                 return
-            shaped = {k: v for k, v in full.items() if k != "loss"} if method == "nfqueue" else {}
             if shaped:
                 self._start_shaper(h, shaped)
-            loss = float(full["loss"]["percent"]) / 100.0 if "loss" in full else None
-            h.control.run(chain_script(addrs, loss, bool(shaped)), check=True, timeout=30)
+            script = chain_script(links(names), loss, bool(shaped), self.chain, self.queue_num)
+            h.control.run(script, check=True, timeout=30)
 
         self.active = {"behaviours": full, "nodes": targets, "peers": peer_names, "method": method}
         try:
-            on_hosts([self.hosts[n] for n in targets], apply)
+            if self.shared:
+                apply(next(iter(self.hosts.values())), targets)
+            else:
+                on_hosts([self.hosts[n] for n in targets], lambda h: apply(h, [h.name]))
         except CommandError as e:
             raise NemesisError(f"packet fault failed: {e}") from e
         return dict(self.active)
@@ -426,39 +459,42 @@ class PacketNemesis(Undoable):
         """Remove every packet fault from every host (idempotent); what the last one did, per sending node:
         packets that met it, lost (iptables / netem drops), and delayed, duplicated, reordered (the shaper)."""
         shaping = set(self.active.get("nodes", ()))
+        method = self.active.get("method")
+        c = self.chain
+        unhook = (
+            f"while iptables -w -D OUTPUT -j {c} 2>/dev/null; do :; done; "
+            f"while iptables -w -D INPUT -j {c} 2>/dev/null; do :; done; true"
+        )
 
-        def clear(h: Host) -> dict[str, int]:
-            counts: dict[str, int] = {}
-            unhook = (
-                f"while iptables -w -D OUTPUT -j {PACKET_CHAIN} 2>/dev/null; do :; done; "
-                f"while iptables -w -D INPUT -j {PACKET_CHAIN} 2>/dev/null; do :; done; true"
-            )
-            if h.name in shaping:
-                if self.active.get("method") == "netem":
-                    m = _TC_SENT.search(
-                        h.control.run(f"tc -s qdisc show dev {shlex.quote(h.iface)}", timeout=30).stdout
-                    )
-                    counts = {"packets": int(m.group(1)), "lost": int(m.group(2))} if m else {}
-                else:  # every counter: what the method does not do, it did to no packet
-                    counts = dict.fromkeys(nfqueue.COUNTERS, 0)
-                    # unhooked first, so that the counts are final (and the shaper gets nothing more)
-                    listing = h.control.run(f"{unhook}; iptables -w -S {PACKET_CHAIN} -v", timeout=30).stdout
-                    counts.update(chain_counts(listing))
+        def clear(h: Host) -> dict[str, dict[str, int]]:
+            counts: dict[str, dict[str, int]] = {}
+            if method == "netem" and h.name in shaping:
+                m = _TC_SENT.search(h.control.run(f"tc -s qdisc show dev {shlex.quote(h.iface)}", timeout=30).stdout)
+                counts[""] = {"packets": int(m.group(1)), "lost": int(m.group(2))} if m else {}
+            elif method is not None and (self.shared or h.name in shaping):
+                # unhooked first, so that the counts are final (and the shaper gets nothing more)
+                counts = chain_counts(h.control.run(f"{unhook}; iptables -w -S {c} -v", timeout=30).stdout)
+            netem = "" if self.shared else f"tc qdisc del dev {shlex.quote(h.iface)} root 2>/dev/null; "
             h.control.run(
-                f"tc qdisc del dev {shlex.quote(h.iface)} root 2>/dev/null; {unhook}; "
-                f"iptables -w -F {PACKET_CHAIN} 2>/dev/null; iptables -w -X {PACKET_CHAIN} 2>/dev/null; true",
-                timeout=30,
+                f"{netem}{unhook}; iptables -w -F {c} 2>/dev/null; iptables -w -X {c} 2>/dev/null; true", timeout=30
             )
             if h.name in self._shapers:
-                counts.update(self._stop_shaper(h))
+                for src, more in self._stop_shaper(h).items():
+                    counts.setdefault(src, {}).update(more)
             return counts
 
         done: dict[str, dict[str, int]] = {}
         if self.active or self._token is not None:
-            counts = on_hosts(self.hosts.values(), clear)
-            done = {
-                n: {k: counts[n][k] for k in nfqueue.COUNTERS if k in counts[n]} for n in self.hosts if n in shaping
-            }
+            hosts = [next(iter(self.hosts.values()))] if self.shared else list(self.hosts.values())
+            found = on_hosts(hosts, clear)
+            for n in self.hosts:
+                if n not in shaping:
+                    continue
+                src = self.hosts[n].address if self.shared else ""
+                got = found.get(next(iter(found)) if self.shared else n, {}).get(src, {})
+                base = {} if method == "netem" else dict.fromkeys(nfqueue.COUNTERS, 0)  # nothing done: 0
+                done[n] = {k: v for k, v in {**base, **got}.items() if k in nfqueue.COUNTERS}
+                done[n] = {k: done[n][k] for k in nfqueue.COUNTERS if k in done[n]}
         self.active = {}
         return done
 
@@ -469,11 +505,12 @@ class PacketNemesis(Undoable):
         try:
             self.stop()
         finally:
+            probe = f"{self.chain}-T" if self.shared else PROBE_CHAIN
 
             def remove(h: Host) -> None:
                 h.control.run(
                     f"rm -f {' '.join(shlex.quote(self._path(h, e)) for e in ('py', 'pid', 'json', 'json.tmp'))}; "
-                    f"iptables -w -F {PROBE_CHAIN} 2>/dev/null; iptables -w -X {PROBE_CHAIN} 2>/dev/null; true",
+                    f"iptables -w -F {probe} 2>/dev/null; iptables -w -X {probe} 2>/dev/null; true",
                     timeout=30,
                 )
 

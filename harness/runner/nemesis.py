@@ -18,7 +18,7 @@ from harness.backends.base import Host
 from harness.nemesis.interpreter import Applied
 from harness.nemesis.real import RealNemesis
 from harness.nemesis.real_common import parallel
-from harness.nemesis.real_net import PartitionNemesis, describe_grudge
+from harness.nemesis.real_net import PacketNemesis, PartitionNemesis, describe_grudge
 from harness.nemesis.real_process import SpecSource
 
 __all__ = ["LeaderSource", "RunnerNemesis", "parallel"]
@@ -39,8 +39,9 @@ class RunnerNemesis(RealNemesis):
         rng: random.Random,
         partition: PartitionNemesis | None = None,
         serving: Callable[[Sequence[str]], Awaitable[object]] | None = None,
+        packet: PacketNemesis | None = None,
     ) -> None:
-        super().__init__(hosts, daemons, rng=rng, packages=packages, partition=partition)
+        super().__init__(hosts, daemons, rng=rng, packages=packages, partition=partition, packet=packet)
         self.packages = list(packages)
         self.find_leader = leader
         # if given, a `start` completes only once the restarted nodes answer (awaited with their names)

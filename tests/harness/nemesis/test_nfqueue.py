@@ -158,7 +158,7 @@ def test_the_simulator_draws_the_same_fates() -> None:
 
 
 def test_chain_counts_and_queues_only_traffic_to_peers() -> None:
-    script = chain_script(["10.0.0.2", "10.0.0.3"], 0.1, queue=True)
+    script = chain_script([(None, "10.0.0.2"), (None, "10.0.0.3")], 0.1, queue=True)
     assert f"iptables -w -I OUTPUT 1 -j {PACKET_CHAIN}" in script
     steps = script.splitlines()[1].split(" && ")
     assert steps[2] == f"iptables -w -A {PACKET_CHAIN} -m mark --mark 0x4b57 -j RETURN"  # the shaper's copies
@@ -167,7 +167,7 @@ def test_chain_counts_and_queues_only_traffic_to_peers() -> None:
         f"iptables -w -A {PACKET_CHAIN} -d 10.0.0.2 -m statistic --mode random --probability 0.1000 -j DROP",
         f"iptables -w -A {PACKET_CHAIN} -d 10.0.0.2 -j NFQUEUE --queue-num 4157 --queue-bypass",
     ]
-    assert "NFQUEUE" not in chain_script(["10.0.0.2"], 0.2, queue=False)
+    assert "NFQUEUE" not in chain_script([(None, "10.0.0.2")], 0.2, queue=False)
     listing = (
         f"-N {PACKET_CHAIN}\n-A {PACKET_CHAIN} -m mark --mark 0x4b57 -c 3 300 -j RETURN\n"
         f"-A {PACKET_CHAIN} -d 10.0.0.2/32 -c 100 5000\n"
@@ -175,7 +175,26 @@ def test_chain_counts_and_queues_only_traffic_to_peers() -> None:
         f"-A {PACKET_CHAIN} -d 10.0.0.2/32 -c 89 4400 -j NFQUEUE --queue-num 4157 --queue-bypass\n"
         f"-A {PACKET_CHAIN} -d 10.0.0.3/32 -c 20 1000\n"
     )
-    assert chain_counts(listing) == {"packets": 120, "lost": 11}
+    assert chain_counts(listing) == {"": {"packets": 120, "lost": 11}}
+
+
+def test_one_shared_stack_tells_links_apart_by_source() -> None:
+    """The local backend: every node on one loopback, so rules, order and counts go by source address."""
+    script = chain_script([("127.0.0.2", "127.0.0.3"), ("127.0.0.3", "127.0.0.2")], None, True, "KW-ab12-P", 5000)
+    assert "iptables -w -A KW-ab12-P -s 127.0.0.2 -d 127.0.0.3 -j NFQUEUE --queue-num 5000 --queue-bypass" in script
+    listing = (
+        "-A KW-ab12-P -s 127.0.0.2/32 -d 127.0.0.3/32 -c 7 700\n"
+        "-A KW-ab12-P -s 127.0.0.2/32 -d 127.0.0.3/32 -c 7 700 -j NFQUEUE --queue-num 5000 --queue-bypass\n"
+        "-A KW-ab12-P -s 127.0.0.3/32 -d 127.0.0.2/32 -c 2 200\n"
+    )
+    assert chain_counts(listing) == {"127.0.0.2": {"packets": 7, "lost": 0}, "127.0.0.3": {"packets": 2, "lost": 0}}
+    s = Shaper({"delay": {"time-ms": 10, "jitter-ms": 9}}, random.Random(2))
+    x, y = socket.inet_aton("127.0.0.2"), socket.inet_aton("127.0.0.3")
+    for i in range(40):
+        s.packet(i, y if i % 2 else x, b"", i * MS // 4, src=x if i % 2 else y)
+    order = [pid for _, pid, _, _ in s.due(10**12)]
+    assert [i for i in order if i % 2] == sorted(i for i in order if i % 2)  # in order per link
+    assert s.sources[x]["packets"] == s.sources[y]["packets"] == 20 and s.counts["packets"] == 40
 
 
 # ------------------------------------------------------------------ real packets (root: two network namespaces)
@@ -262,10 +281,10 @@ def shaping(ns: str, peer: str, behaviours: dict, tmp_path: Path, loss: float | 
         while not stats.exists():
             assert proc.poll() is None and time.monotonic() < deadline, "shaper did not start"
             time.sleep(0.05)
-        subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", chain_script([peer], loss, True)], check=True)
+        subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", chain_script([(None, peer)], loss, True)], check=True)
         yield result
     finally:
-        result["chain"] = chain_counts(_ns(ns, "iptables", "-w", "-S", PACKET_CHAIN, "-v").stdout)
+        result["chain"] = chain_counts(_ns(ns, "iptables", "-w", "-S", PACKET_CHAIN, "-v").stdout)[""]
         _ns(ns, "sh", "-c", f"iptables -w -D OUTPUT -j {PACKET_CHAIN}; iptables -w -F {PACKET_CHAIN}")
         proc.terminate()
         proc.wait(10)
