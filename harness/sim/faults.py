@@ -120,7 +120,8 @@ class SimFaults:
     def packet_start(self, behaviours: PacketBehaviours, nodes: Sequence[str], peers: Sequence[str]) -> dict[str, Any]:
         shaping = Shaping(behaviours, nodes, peers, self.packet_rng)
         self.net.shaping = shaping
-        return {"behaviours": shaping.behaviours, "nodes": list(nodes), "peers": list(peers)}
+        # the real backends' record, with the simulator as the method
+        return {"behaviours": shaping.behaviours, "nodes": list(nodes), "peers": list(peers), "method": "sim"}
 
     def packet_stop(self) -> dict[str, dict[str, int]]:
         """No packet fault; what the last one did, per sending node (`harness.nemesis.nfqueue.COUNTERS`)."""
