@@ -199,6 +199,44 @@ def test_packet_delay_adds_latency(cluster: tuple[list[Host], RealNemesis]) -> N
     assert clusters.echoes(n2, n1)
 
 
+def _tcp_counters(h: Host) -> dict[str, int]:
+    """The host's TCP counters (/proc/net/snmp Tcp and /proc/net/netstat TcpExt, its own network namespace)."""
+    out: dict[str, int] = {}
+    for path in ("/proc/net/snmp", "/proc/net/netstat"):
+        lines = [line.split() for line in h.control.sh(["cat", path]).splitlines()]
+        for keys, values in zip(lines[::2], lines[1::2], strict=False):
+            if keys[0] in ("Tcp:", "TcpExt:"):
+                out.update({k: int(v) for k, v in zip(keys[1:], values[1:], strict=False)})
+    return out
+
+
+def test_packet_loss_duplication_and_reordering_reach_tcp(cluster: tuple[list[Host], RealNemesis]) -> None:
+    """What n2 sends n1 is lost, duplicated and reordered: n2's TCP retransmits, n1's sees segments it already
+    has (D-SACKs sent) and segments out of order (its out-of-order queue)."""
+    hosts, nemesis = cluster
+    n1, n2, _ = hosts
+    bulk = (
+        "import socket\n"
+        f"s = socket.create_connection(({n1.address!r}, {clusters.PORT}), 5)\n"
+        "for _ in range(30):\n"
+        "    s.sendall(b'x' * 40000); n = 0\n"
+        "    while n < 40000:\n"
+        "        n += len(s.recv(65536))\n"
+    )
+    sender, receiver = _tcp_counters(n2), _tcp_counters(n1)
+    behaviours = {"loss": {"percent": 5}, "duplicate": {"percent": 30}, "reorder": {"percent": 30}}
+    nemesis.packet.start(behaviours, nodes=["n2"], peers=["n1"])
+    n2.control.sh([n2.python, "-c", bulk], timeout=120)
+    done = nemesis.invoke({"f": "stop-packet", "value": None})["n2"]
+    sent, got = _tcp_counters(n2), _tcp_counters(n1)
+    assert done["lost"] > 0, done
+    if "duplicated" in done:  # the NFQUEUE shaper counts them (netem does not)
+        assert done["duplicated"] > 20 and done["reordered"] > 20, done
+    assert sent["RetransSegs"] > sender["RetransSegs"]
+    assert got["TCPDSACKOldSent"] > receiver["TCPDSACKOldSent"]
+    assert got["TCPOFOQueue"] > receiver["TCPOFOQueue"]
+
+
 def test_unknown_fault_is_refused(cluster: tuple[list[Host], RealNemesis]) -> None:
     _, nemesis = cluster
     with pytest.raises(ValueError, match="unknown nemesis op"):
