@@ -69,6 +69,8 @@ NEMESIS_PACKAGES = {
     "resume": "pause",
     "bump-clock": "clock",
     "reset-clock": "clock",
+    "start-packet": "packet",
+    "stop-packet": "packet",
 }
 # what a simulator invariant's violation looks like to the checkers of a real run
 INVARIANT_EQUIVALENTS: dict[str, tuple[str, ...]] = {
