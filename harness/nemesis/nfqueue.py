@@ -12,8 +12,10 @@ the packet level, as netem has them, so each node's real TCP meets them:
   (netem's rule, so reorder needs a delay, and gets the default one);
 - **duplicate**: the packet is accepted and an exact copy is sent again through a raw
   socket up to 1 ms later (marked `MARK`, which the queue rule skips);
-- **loss** is not done here: an iptables `statistic` DROP rule ahead of the queue
-  rule drops in the kernel (`harness.nemesis.real_net`).
+- **loss** is not done here: an iptables `statistic` DROP rule in the receiver's
+  INPUT drops in the kernel (`harness.nemesis.real_net`), where the sender's TCP
+  cannot tell (a drop in the sender's own OUTPUT is reported to its TCP, which
+  just sends again).
 
 A per-node TCP proxy was the other option. It sees bytes, not segments: it can only
 delay or stall a stream, because duplicating or reordering bytes of a TCP stream

@@ -11,12 +11,14 @@ simulator's links), never control traffic, with the first method the kernel has:
 
 - `netem`: Jepsen's layout on each node's cluster interface — a root `prio` qdisc
   with 4 bands, netem on band 1:4, and one u32 filter per peer address;
-- `nfqueue` (kernels without sch_netem, such as this project's CI machines): chain
-  KRAFTWERK-PKT in OUTPUT holds per peer a counting rule, an iptables `statistic`
-  DROP rule for loss, and an NFQUEUE rule to a userspace shaper
-  (`harness.nemesis.nfqueue`, started on the node as a daemon) that delays,
-  duplicates and reorders the packets themselves, so the nodes' TCP meets them as
-  it would meet netem's (retransmits, duplicate ACKs, out-of-order queues);
+- `nfqueue` (kernels without sch_netem, such as this project's CI machines): the
+  sender's chain KRAFTWERK-PKT in OUTPUT sends each link's packets to a userspace
+  shaper (`harness.nemesis.nfqueue`, started on the node as a daemon) that delays,
+  duplicates and reorders them, and the receiver's chain KRAFTWERK-PKT-IN in INPUT
+  counts them and drops a share with the iptables `statistic` match (loss at the
+  receiver: a packet dropped in its sender's OUTPUT is reported to the sender's TCP,
+  which sends it again at once, so that would be no loss at all). The nodes' TCP
+  meets all four as it would meet netem's (retransmits, D-SACKs, out-of-order queues);
 - `iptables`: loss only (the statistic rule), when the kernel has no NFQUEUE either.
 
 Stopping a fault returns what it did per sending node (packets that met it, lost,
@@ -211,40 +213,68 @@ METHOD_BEHAVIOURS = {
 }
 PROBE_CHAIN = "KRAFTWERK-PKTP"
 SHAPER = "kraftwerk-nfqueue"  # file names of the shaper on each host: .py, .pid, .log, .json (stats)
-_COUNT = re.compile(r"^-A \S+(?: -s (\S+?)(?:/32)?)? -d \S+ .*-c (\d+) \d+(?: -j (\S+))?$")
+_COUNT = re.compile(r"^-A \S+(?: -s (\S+?)(?:/32)?)?(?: -d \S+)? .*?-c (\d+) \d+(?: -j (\S+))?$")
 _TC_SENT = re.compile(r"qdisc netem .*?Sent \d+ bytes (\d+) pkt \(dropped (\d+)", re.S)
 
 
+def _match(src: str | None, dst: str | None) -> str:
+    return " ".join(([f"-s {shlex.quote(src)}"] if src else []) + ([f"-d {shlex.quote(dst)}"] if dst else []))
+
+
 def chain_script(
-    links: Sequence[tuple[str | None, str]],
+    queued: Sequence[tuple[str | None, str]],
+    received: Sequence[tuple[str, str | None]],
     loss: float | None,
-    queue: bool,
     chain: str = PACKET_CHAIN,
     queue_num: int = nfqueue.QUEUE_NUM,
 ) -> str:
-    """Shell commands that put the packet chain in a host's OUTPUT: per link (source address or None for any,
-    destination address) a counting rule, a `statistic` DROP rule for loss (probability `loss`), an NFQUEUE
-    rule to the shaper (`queue`); copies the shaper sends itself (marked) pass untouched."""
-    c = chain
+    """Shell commands that put a host's two packet chains in place, for links given as (source address or None,
+    destination address or None):
+
+    - `chain` in OUTPUT: what this host sends over the `queued` links goes to the shaper's queue (copies the
+      shaper sends itself carry a mark and pass);
+    - `chain`-IN in INPUT: what arrives over the `received` links is counted and, with `loss`, dropped with
+      that probability — at the receiver, so the sender's TCP meets a real loss (dropped in its own OUTPUT, a
+      segment is merely sent again at once: the kernel tells TCP).
+    """
+    c, cin = chain, f"{chain}-IN"
     lines = [
-        f"iptables -w -N {c} 2>/dev/null; true",
+        f"iptables -w -N {c} 2>/dev/null; iptables -w -N {cin} 2>/dev/null; true",
         f"iptables -w -F {c}",
+        f"iptables -w -F {cin}",
         f"(iptables -w -C OUTPUT -j {c} 2>/dev/null || iptables -w -I OUTPUT 1 -j {c})",
+        f"(iptables -w -C INPUT -j {cin} 2>/dev/null || iptables -w -I INPUT 1 -j {cin})",
         f"iptables -w -A {c} -m mark --mark {nfqueue.MARK:#x} -j RETURN",
     ]
-    for src, dst in links:
-        match = (f"-s {shlex.quote(src)} " if src else "") + f"-d {shlex.quote(dst)}"
-        lines.append(f"iptables -w -A {c} {match}")  # no target: counts what goes over the link
+    for src, dst in queued:
+        lines.append(f"iptables -w -A {c} {_match(src, dst)} -j NFQUEUE --queue-num {queue_num} --queue-bypass")
+    for src, dst in received:
+        lines.append(f"iptables -w -A {cin} {_match(src, dst)}")  # no target: counts what comes over the link
         if loss:
-            lines.append(f"iptables -w -A {c} {match} -m statistic --mode random --probability {loss:.4f} -j DROP")
-        if queue:
-            lines.append(f"iptables -w -A {c} {match} -j NFQUEUE --queue-num {queue_num} --queue-bypass")
+            lines.append(
+                f"iptables -w -A {cin} {_match(src, dst)} -m statistic --mode random --probability {loss:.4f} -j DROP"
+            )
     return lines[0] + "\n" + " && ".join(lines[1:])
+
+
+def unhook_script(chain: str = PACKET_CHAIN) -> str:
+    """Shell commands that take the packet chains out of INPUT and OUTPUT (the chains stay, with their counts)."""
+    return " ".join(
+        f"while iptables -w -D {hook} -j {c} 2>/dev/null; do :; done;"
+        for c in (chain, f"{chain}-IN")
+        for hook in ("OUTPUT", "INPUT")
+    )
+
+
+def remove_script(chain: str = PACKET_CHAIN) -> str:
+    """Shell commands that remove the packet chains altogether (idempotent)."""
+    drop = " ".join(f"iptables -w -F {c} 2>/dev/null; iptables -w -X {c} 2>/dev/null;" for c in (chain, f"{chain}-IN"))
+    return f"{unhook_script(chain)} {drop} true"
 
 
 def chain_counts(rules: str) -> dict[str, dict[str, int]]:
     """Per source address ("" when the rules name none): packets that met the fault and packets it dropped,
-    from `iptables -S CHAIN -v`."""
+    from `iptables -S CHAIN-IN -v`."""
     out: dict[str, dict[str, int]] = {}
     for line in rules.splitlines():
         m = _COUNT.match(line.strip())
@@ -390,7 +420,8 @@ class PacketNemesis(Undoable):
             raise NemesisError(f"{h.name}: the packet shaper did not start: {log or 'no output'}")
 
     def _stop_shaper(self, h: Host) -> dict[str, dict[str, int]]:
-        """Stop the shaper (it lets its held packets go first); its final counters per source address."""
+        """Stop the shaper (it lets its held packets go first); its final counters, by source address when
+        `shared`, else under "" (what this host sent)."""
         h.control.stop_daemon(self._path(h, "pid"))
         self._shapers.discard(h.name)
         r = h.control.run(f"cat {shlex.quote(self._path(h, 'json'))}", timeout=30)
@@ -399,9 +430,9 @@ class PacketNemesis(Undoable):
         except ValueError:
             stats = {}
         keep = ("delayed", "duplicated", "reordered")
-        out = {src: {k: int(c[k]) for k in keep if k in c} for src, c in stats.get("sources", {}).items()}
-        out[""] = {k: int(stats[k]) for k in keep if k in stats}
-        return out
+        if self.shared:  # one shaper for every node: its counts by source address
+            return {src: {k: int(c[k]) for k in keep if k in c} for src, c in stats.get("sources", {}).items()}
+        return {"": {k: int(stats[k]) for k in keep if k in stats}}
 
     # ------------------------------------------------------------------ faults
     def start(
@@ -431,53 +462,56 @@ class PacketNemesis(Undoable):
         shaped = {k: v for k, v in full.items() if k != "loss"} if method == "nfqueue" else {}
         loss = float(full["loss"]["percent"]) / 100.0 if "loss" in full else None
 
-        def links(names: Sequence[str]) -> list[tuple[str | None, str]]:
-            addr = {n: self.hosts[n].address for n in self.hosts}
-            return [(addr[n] if self.shared else None, addr[p]) for n in names for p in peer_names if p != n]
+        addr = {n: h.address for n, h in self.hosts.items()}
+        links = [(n, p) for n in targets for p in peer_names if p != n]
 
-        def apply(h: Host, names: Sequence[str]) -> None:
+        def apply(h: Host) -> None:
             if method == "netem":
-                addrs = [self.hosts[p].address for p in peer_names if p != h.name]
-                h.control.run(netem_script(h.iface, addrs, behaviours), check=True, timeout=30)
+                if h.name in targets:
+                    addrs = [addr[p] for p in peer_names if p != h.name]
+                    h.control.run(netem_script(h.iface, addrs, behaviours), check=True, timeout=30)
                 return
-            if shaped:
+            if self.shared:
+                queued: list[tuple[str | None, str]] = [(addr[n], addr[p]) for n, p in links]
+                received: list[tuple[str, str | None]] = [(addr[n], addr[p]) for n, p in links]
+            else:
+                queued = [(None, addr[p]) for n, p in links if n == h.name]
+                received = [(addr[n], None) for n, p in links if p == h.name]
+            if shaped and queued:
                 self._start_shaper(h, shaped)
-            script = chain_script(links(names), loss, bool(shaped), self.chain, self.queue_num)
+            script = chain_script(queued if shaped else [], received, loss, self.chain, self.queue_num)
             h.control.run(script, check=True, timeout=30)
 
         self.active = {"behaviours": full, "nodes": targets, "peers": peer_names, "method": method}
+        involved = {n for link in links for n in link} | set(targets)
         try:
             if self.shared:
-                apply(next(iter(self.hosts.values())), targets)
+                apply(next(iter(self.hosts.values())))
             else:
-                on_hosts([self.hosts[n] for n in targets], lambda h: apply(h, [h.name]))
+                on_hosts([h for n, h in self.hosts.items() if n in involved], apply)
         except CommandError as e:
             raise NemesisError(f"packet fault failed: {e}") from e
         return dict(self.active)
 
     def stop(self) -> dict[str, dict[str, int]]:
         """Remove every packet fault from every host (idempotent); what the last one did, per sending node:
-        packets that met it, lost (iptables / netem drops), and delayed, duplicated, reordered (the shaper)."""
-        shaping = set(self.active.get("nodes", ()))
+        packets that met it (counted where they arrive, copies included), lost (iptables / netem drops), and
+        delayed, duplicated, reordered (the shaper)."""
+        shaping = [n for n in self.hosts if n in set(self.active.get("nodes", ()))]
         method = self.active.get("method")
         c = self.chain
-        unhook = (
-            f"while iptables -w -D OUTPUT -j {c} 2>/dev/null; do :; done; "
-            f"while iptables -w -D INPUT -j {c} 2>/dev/null; do :; done; true"
-        )
 
         def clear(h: Host) -> dict[str, dict[str, int]]:
+            """Counts on this host by source address ("" for what the host itself sent)."""
             counts: dict[str, dict[str, int]] = {}
             if method == "netem" and h.name in shaping:
                 m = _TC_SENT.search(h.control.run(f"tc -s qdisc show dev {shlex.quote(h.iface)}", timeout=30).stdout)
                 counts[""] = {"packets": int(m.group(1)), "lost": int(m.group(2))} if m else {}
-            elif method is not None and (self.shared or h.name in shaping):
+            elif method is not None:
                 # unhooked first, so that the counts are final (and the shaper gets nothing more)
-                counts = chain_counts(h.control.run(f"{unhook}; iptables -w -S {c} -v", timeout=30).stdout)
+                counts = chain_counts(h.control.run(f"{unhook_script(c)} iptables -w -S {c}-IN -v", timeout=30).stdout)
             netem = "" if self.shared else f"tc qdisc del dev {shlex.quote(h.iface)} root 2>/dev/null; "
-            h.control.run(
-                f"{netem}{unhook}; iptables -w -F {c} 2>/dev/null; iptables -w -X {c} 2>/dev/null; true", timeout=30
-            )
+            h.control.run(f"{netem}{remove_script(c)}", timeout=30)
             if h.name in self._shapers:
                 for src, more in self._stop_shaper(h).items():
                     counts.setdefault(src, {}).update(more)
@@ -487,14 +521,14 @@ class PacketNemesis(Undoable):
         if self.active or self._token is not None:
             hosts = [next(iter(self.hosts.values()))] if self.shared else list(self.hosts.values())
             found = on_hosts(hosts, clear)
-            for n in self.hosts:
-                if n not in shaping:
-                    continue
-                src = self.hosts[n].address if self.shared else ""
-                got = found.get(next(iter(found)) if self.shared else n, {}).get(src, {})
-                base = {} if method == "netem" else dict.fromkeys(nfqueue.COUNTERS, 0)  # nothing done: 0
-                done[n] = {k: v for k, v in {**base, **got}.items() if k in nfqueue.COUNTERS}
-                done[n] = {k: done[n][k] for k in nfqueue.COUNTERS if k in done[n]}
+            for n in shaping:
+                a = self.hosts[n].address
+                total = {} if method == "netem" else dict.fromkeys(nfqueue.COUNTERS, 0)  # not done: done to none
+                for host, by_source in found.items():
+                    own = by_source.get("", {}) if host == n and not self.shared else {}
+                    for k, v in [*by_source.get(a, {}).items(), *own.items()]:
+                        total[k] = total.get(k, 0) + v
+                done[n] = {k: total[k] for k in nfqueue.COUNTERS if k in total}
         self.active = {}
         return done
 
@@ -510,7 +544,8 @@ class PacketNemesis(Undoable):
             def remove(h: Host) -> None:
                 h.control.run(
                     f"rm -f {' '.join(shlex.quote(self._path(h, e)) for e in ('py', 'pid', 'json', 'json.tmp'))}; "
-                    f"iptables -w -F {probe} 2>/dev/null; iptables -w -X {probe} 2>/dev/null; true",
+                    f"iptables -w -F {probe} 2>/dev/null; iptables -w -X {probe} 2>/dev/null; "
+                    + remove_script(self.chain),
                     timeout=30,
                 )
 

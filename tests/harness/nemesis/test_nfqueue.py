@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from harness.nemesis import nfqueue
 from harness.nemesis.nfqueue import MS, Shaper
-from harness.nemesis.real_net import PACKET_CHAIN, chain_counts, chain_script
+from harness.nemesis.real_net import PACKET_CHAIN, chain_counts, chain_script, remove_script
 from harness.sim.packets import Shaping
 
 # ------------------------------------------------------------------ netlink messages
@@ -157,35 +157,37 @@ def test_the_simulator_draws_the_same_fates() -> None:
 # ------------------------------------------------------------------ the chain
 
 
-def test_chain_counts_and_queues_only_traffic_to_peers() -> None:
-    script = chain_script([(None, "10.0.0.2"), (None, "10.0.0.3")], 0.1, queue=True)
-    assert f"iptables -w -I OUTPUT 1 -j {PACKET_CHAIN}" in script
+def test_the_sender_queues_and_the_receiver_counts_and_loses() -> None:
+    pin = f"{PACKET_CHAIN}-IN"
+    script = chain_script([(None, "10.0.0.2"), (None, "10.0.0.3")], [("10.0.0.4", None)], 0.1)
+    assert f"iptables -w -I OUTPUT 1 -j {PACKET_CHAIN}" in script and f"iptables -w -I INPUT 1 -j {pin}" in script
     steps = script.splitlines()[1].split(" && ")
-    assert steps[2] == f"iptables -w -A {PACKET_CHAIN} -m mark --mark 0x4b57 -j RETURN"  # the shaper's copies
-    assert steps[3:6] == [
-        f"iptables -w -A {PACKET_CHAIN} -d 10.0.0.2",
-        f"iptables -w -A {PACKET_CHAIN} -d 10.0.0.2 -m statistic --mode random --probability 0.1000 -j DROP",
+    assert steps[4:] == [
+        f"iptables -w -A {PACKET_CHAIN} -m mark --mark 0x4b57 -j RETURN",  # the shaper's own copies pass
         f"iptables -w -A {PACKET_CHAIN} -d 10.0.0.2 -j NFQUEUE --queue-num 4157 --queue-bypass",
+        f"iptables -w -A {PACKET_CHAIN} -d 10.0.0.3 -j NFQUEUE --queue-num 4157 --queue-bypass",
+        f"iptables -w -A {pin} -s 10.0.0.4",  # counts
+        f"iptables -w -A {pin} -s 10.0.0.4 -m statistic --mode random --probability 0.1000 -j DROP",
     ]
-    assert "NFQUEUE" not in chain_script([(None, "10.0.0.2")], 0.2, queue=False)
+    assert "NFQUEUE" not in chain_script([], [("10.0.0.4", None)], 0.2)
     listing = (
-        f"-N {PACKET_CHAIN}\n-A {PACKET_CHAIN} -m mark --mark 0x4b57 -c 3 300 -j RETURN\n"
-        f"-A {PACKET_CHAIN} -d 10.0.0.2/32 -c 100 5000\n"
-        f"-A {PACKET_CHAIN} -d 10.0.0.2/32 -m statistic --mode random --probability 0.10000000009 -c 11 600 -j DROP\n"
-        f"-A {PACKET_CHAIN} -d 10.0.0.2/32 -c 89 4400 -j NFQUEUE --queue-num 4157 --queue-bypass\n"
-        f"-A {PACKET_CHAIN} -d 10.0.0.3/32 -c 20 1000\n"
+        f"-N {pin}\n"
+        f"-A {pin} -s 10.0.0.4/32 -c 100 5000\n"
+        f"-A {pin} -s 10.0.0.4/32 -m statistic --mode random --probability 0.10000000009 -c 11 600 -j DROP\n"
+        f"-A {pin} -s 10.0.0.5/32 -c 20 1000\n"
     )
-    assert chain_counts(listing) == {"": {"packets": 120, "lost": 11}}
+    assert chain_counts(listing) == {"10.0.0.4": {"packets": 100, "lost": 11}, "10.0.0.5": {"packets": 20, "lost": 0}}
 
 
 def test_one_shared_stack_tells_links_apart_by_source() -> None:
     """The local backend: every node on one loopback, so rules, order and counts go by source address."""
-    script = chain_script([("127.0.0.2", "127.0.0.3"), ("127.0.0.3", "127.0.0.2")], None, True, "KW-ab12-P", 5000)
+    links = [("127.0.0.2", "127.0.0.3"), ("127.0.0.3", "127.0.0.2")]
+    script = chain_script(links, links, None, "KW-ab12-P", 5000)
     assert "iptables -w -A KW-ab12-P -s 127.0.0.2 -d 127.0.0.3 -j NFQUEUE --queue-num 5000 --queue-bypass" in script
+    assert script.endswith("iptables -w -A KW-ab12-P-IN -s 127.0.0.3 -d 127.0.0.2")
     listing = (
-        "-A KW-ab12-P -s 127.0.0.2/32 -d 127.0.0.3/32 -c 7 700\n"
-        "-A KW-ab12-P -s 127.0.0.2/32 -d 127.0.0.3/32 -c 7 700 -j NFQUEUE --queue-num 5000 --queue-bypass\n"
-        "-A KW-ab12-P -s 127.0.0.3/32 -d 127.0.0.2/32 -c 2 200\n"
+        "-A KW-ab12-P-IN -s 127.0.0.2/32 -d 127.0.0.3/32 -c 7 700\n"
+        "-A KW-ab12-P-IN -s 127.0.0.3/32 -d 127.0.0.2/32 -c 2 200\n"
     )
     assert chain_counts(listing) == {"127.0.0.2": {"packets": 7, "lost": 0}, "127.0.0.3": {"packets": 2, "lost": 0}}
     s = Shaper({"delay": {"time-ms": 10, "jitter-ms": 9}}, random.Random(2))
@@ -233,6 +235,15 @@ def _netstat(ns: str) -> dict[str, int]:
     return out
 
 
+NET = f"10.199.{os.getpid() % 250}"
+SENDER = f"{NET}.1"
+
+
+def _snmp(ns: str) -> dict[str, int]:
+    rows = [line.split() for line in _ns(ns, "cat", "/proc/net/snmp").stdout.splitlines() if line.startswith("Tcp:")]
+    return {k: int(v) for k, v in zip(rows[0][1:], rows[1][1:], strict=False)}
+
+
 @pytest.fixture
 def two_namespaces() -> Iterator[tuple[str, str, str]]:
     """kwpacket-a (10.199.<x>.1) and kwpacket-b (.2) on a veth pair, an echo server in b; removed afterwards."""
@@ -240,7 +251,7 @@ def two_namespaces() -> Iterator[tuple[str, str, str]]:
         pytest.skip("needs root, iproute2 and iptables (network namespaces)")
     tag = f"{os.getpid() % 10000}"
     a, b = f"kwpacket-a{tag}", f"kwpacket-b{tag}"
-    net = f"10.199.{os.getpid() % 250}"
+    net = NET
     server = None
     try:
         for cmd in (
@@ -270,8 +281,11 @@ def two_namespaces() -> Iterator[tuple[str, str, str]]:
 
 
 @contextlib.contextmanager
-def shaping(ns: str, peer: str, behaviours: dict, tmp_path: Path, loss: float | None = None) -> Iterator[dict]:
-    """The shaper and the chain in `ns` (as PacketNemesis puts them on a node); its final stats afterwards."""
+def shaping(
+    ns: str, receiver: str, peer: str, behaviours: dict, tmp_path: Path, loss: float | None = None
+) -> Iterator[dict]:
+    """The shaper and the chains (as PacketNemesis puts them on two nodes): `ns` queues what it sends to `peer`,
+    `receiver` counts it and loses `loss` of it; the shaper's final stats and the counts afterwards."""
     stats = tmp_path / "stats.json"
     config = {"behaviours": behaviours, "seed": 1, "stats": str(stats)}
     proc = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, nfqueue.__file__, json.dumps(config)])
@@ -281,11 +295,15 @@ def shaping(ns: str, peer: str, behaviours: dict, tmp_path: Path, loss: float | 
         while not stats.exists():
             assert proc.poll() is None and time.monotonic() < deadline, "shaper did not start"
             time.sleep(0.05)
-        subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", chain_script([(None, peer)], loss, True)], check=True)
+        subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", chain_script([(None, peer)], [], None)], check=True)
+        receiving = chain_script([], [(SENDER, None)], loss)
+        subprocess.run(["ip", "netns", "exec", receiver, "sh", "-c", receiving], check=True)
         yield result
     finally:
-        result["chain"] = chain_counts(_ns(ns, "iptables", "-w", "-S", PACKET_CHAIN, "-v").stdout)[""]
-        _ns(ns, "sh", "-c", f"iptables -w -D OUTPUT -j {PACKET_CHAIN}; iptables -w -F {PACKET_CHAIN}")
+        counts = chain_counts(_ns(receiver, "iptables", "-w", "-S", f"{PACKET_CHAIN}-IN", "-v").stdout)
+        result["chain"] = counts.get(SENDER, {"packets": 0, "lost": 0})
+        for n in (ns, receiver):
+            _ns(n, "sh", "-c", remove_script())
         proc.terminate()
         proc.wait(10)
         result.update(json.loads(stats.read_text()))
@@ -300,17 +318,22 @@ def _median_rtt(ns: str, peer: str, n: int = 20, size: int = 1) -> float:
 def test_shaper_delays_duplicates_and_reorders_real_tcp(two_namespaces: tuple[str, str, str], tmp_path: Path) -> None:
     ns, receiver, peer = two_namespaces
     base = _median_rtt(ns, peer)
-    with shaping(ns, peer, {"delay": {"time-ms": 80, "jitter-ms": 0}}, tmp_path) as done:
+    with shaping(ns, receiver, peer, {"delay": {"time-ms": 80, "jitter-ms": 0}}, tmp_path) as done:
         delayed = _median_rtt(ns, peer)
     assert delayed - base == pytest.approx(0.08, abs=0.03)
     assert done["bound"] is False and done["held"] == 0 and done["delayed"] >= 20
-    assert done["chain"]["packets"] >= done["packets"] > 0
+    # the receiver counted what the shaper let through (but for the last packets, still on their way)
+    assert done["packets"] > 20 and abs(done["chain"]["packets"] - done["packets"]) <= 3
     before = _netstat(receiver)
-    with shaping(ns, peer, {"duplicate": {"percent": 40}, "reorder": {"percent": 40}}, tmp_path, loss=0.05) as done:
+    faults = {"duplicate": {"percent": 40}, "reorder": {"percent": 40}}
+    sent_before = _snmp(ns)["RetransSegs"]
+    with shaping(ns, receiver, peer, faults, tmp_path, loss=0.05) as done:
         _median_rtt(ns, peer, n=40, size=60_000)  # bulk: many segments in flight
     after = _netstat(receiver)
     assert done["duplicated"] > 50 and done["reordered"] > 50 and done["chain"]["lost"] > 0
     # the receiving TCP meets them: D-SACKs for segments it already had, an out-of-order queue for reordering
     assert after["TCPDSACKOldSent"] > before["TCPDSACKOldSent"]
     assert after["TCPOFOQueue"] > before["TCPOFOQueue"]
+    assert _snmp(ns)["RetransSegs"] > sent_before  # the sender's TCP resent what the receiver lost
     assert _ns(ns, "iptables", "-w", "-S", "OUTPUT").stdout.count(PACKET_CHAIN) == 0
+    assert _ns(receiver, "iptables", "-w", "-S", "INPUT").stdout.count(PACKET_CHAIN) == 0

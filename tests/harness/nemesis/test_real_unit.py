@@ -45,8 +45,8 @@ class Recorder(Transport):
             return (0 if self.netem else 2), b"", b""
         if "--probe" in command:
             return (0 if self.nfqueue else 1), b"", b""
-        if "-S KRAFTWERK-PKT -v" in command:
-            return 0, b"-A KRAFTWERK-PKT -d 10.9.0.1/32 -c 40 2000\n", b""
+        if "-S KRAFTWERK-PKT-IN -v" in command:  # what n2 sent, as n1 counted it
+            return 0, (b"-A KRAFTWERK-PKT-IN -s 10.9.0.2/32 -c 40 2000\n" if self.node == "n1" else b""), b""
         if "kraftwerk-nfqueue.json" in command and command.startswith("cat"):
             return 0, b'{"packets": 30, "delayed": 28, "reordered": 2, "duplicated": 3}', b""
         return 0, b"", b""
@@ -126,10 +126,12 @@ def test_packet_nemesis_without_netem_or_nfqueue_does_loss_with_iptables_only() 
     p = PacketNemesis(hosts)
     done = p.start(["loss"], nodes=["n2"])
     assert done["method"] == "iptables" and done["behaviours"] == {"loss": {"percent": 20}}
-    cmds = " ".join(hosts[1].control.commands)  # type: ignore[attr-defined]
-    # what n2 sends to its peers (egress, as netem and the simulator), not what it receives
-    assert "-d 10.9.0.1 -m statistic --mode random --probability 0.2000 -j DROP" in cmds and "-I OUTPUT 1" in cmds
-    assert "NFQUEUE" not in cmds
+    # what n2 sends to its peers (as netem and the simulator), lost where it arrives: in the peers' INPUT
+    for peer in (hosts[0], *hosts[2:]):
+        cmds = " ".join(peer.control.commands)  # type: ignore[attr-defined]
+        assert "-IN -s 10.9.0.2 -m statistic --mode random --probability 0.2000 -j DROP" in cmds
+        assert "-I INPUT 1 -j KRAFTWERK-PKT-IN" in cmds and "-A KRAFTWERK-PKT -d" not in cmds
+    assert "statistic" not in " ".join(hosts[1].control.commands)  # type: ignore[attr-defined]
     with pytest.raises(Exception, match="delay cannot be done with iptables.*no NFQUEUE"):
         p.start({"delay": None, "loss": None})
     assert p.capabilities() == {"loss"}
@@ -151,9 +153,11 @@ def test_packet_nemesis_without_netem_shapes_with_the_nfqueue_shaper() -> None:
     assert n2.files["/w/n2/kraftwerk-nfqueue.py"].startswith(b'"""Packet faults without tc netem')  # type: ignore[attr-defined]
     cmds = " ".join(n2.commands)  # type: ignore[attr-defined]
     (start,) = [c for c in n2.commands if "kraftwerk-nfqueue.pid" in c and "start" in c]  # type: ignore[attr-defined]
-    assert "time-ms" in start and "loss" not in start  # loss is the statistic rule's, ahead of the queue
+    assert "time-ms" in start and "loss" not in start  # loss is the receiver's statistic rule
     assert "-d 10.9.0.1 -j NFQUEUE --queue-num 4157 --queue-bypass" in cmds
-    assert not any("-A KRAFTWERK-PKT -d" in c for c in hosts[0].control.commands)  # type: ignore[attr-defined]
+    n1 = " ".join(hosts[0].control.commands)  # type: ignore[attr-defined]
+    assert "-A KRAFTWERK-PKT -d" not in n1 and "-A KRAFTWERK-PKT-IN -s 10.9.0.2 -m statistic" in n1
+    assert "iptables -w -A" not in " ".join(hosts[2].control.commands)  # type: ignore[attr-defined]  # not involved
     with pytest.raises(Exception, match="corrupt cannot be done with nfqueue"):
         p.start({"corrupt": None})
     stopped = p.stop()
