@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import random
+import shlex
 import shutil
 import socket
 import struct
@@ -157,17 +158,27 @@ def test_the_simulator_draws_the_same_fates() -> None:
 # ------------------------------------------------------------------ the chain
 
 
+def _rules(script: str) -> list[str]:
+    """The rules an iptables-restore script feeds it."""
+    assert script.startswith("printf '%s\\n' ") and script.endswith(" | iptables-restore -w --noflush")
+    return shlex.split(script[len("printf '%s\\n' ") : -len(" | iptables-restore -w --noflush")])
+
+
 def test_the_sender_queues_and_the_receiver_counts_and_loses() -> None:
     pin = f"{PACKET_CHAIN}-IN"
     script = chain_script([(None, "10.0.0.2"), (None, "10.0.0.3")], [("10.0.0.4", None)], 0.1)
-    assert f"iptables -w -I OUTPUT 1 -j {PACKET_CHAIN}" in script and f"iptables -w -I INPUT 1 -j {pin}" in script
-    steps = script.splitlines()[1].split(" && ")
-    assert steps[4:] == [
-        f"iptables -w -A {PACKET_CHAIN} -m mark --mark 0x4b57 -j RETURN",  # the shaper's own copies pass
-        f"iptables -w -A {PACKET_CHAIN} -d 10.0.0.2 -j NFQUEUE --queue-num 4157 --queue-bypass",
-        f"iptables -w -A {PACKET_CHAIN} -d 10.0.0.3 -j NFQUEUE --queue-num 4157 --queue-bypass",
-        f"iptables -w -A {pin} -s 10.0.0.4",  # counts
-        f"iptables -w -A {pin} -s 10.0.0.4 -m statistic --mode random --probability 0.1000 -j DROP",
+    assert _rules(script) == [
+        "*filter",
+        f":{PACKET_CHAIN} - [0:0]",
+        f":{pin} - [0:0]",
+        f"-I OUTPUT 1 -j {PACKET_CHAIN}",
+        f"-I INPUT 1 -j {pin}",
+        f"-A {PACKET_CHAIN} -m mark --mark 0x4b57 -j RETURN",  # the shaper's own copies pass
+        f"-A {PACKET_CHAIN} -d 10.0.0.2 -j NFQUEUE --queue-num 4157 --queue-bypass",
+        f"-A {PACKET_CHAIN} -d 10.0.0.3 -j NFQUEUE --queue-num 4157 --queue-bypass",
+        f"-A {pin} -s 10.0.0.4",  # counts
+        f"-A {pin} -s 10.0.0.4 -m statistic --mode random --probability 0.1000 -j DROP",
+        "COMMIT",
     ]
     assert "NFQUEUE" not in chain_script([], [("10.0.0.4", None)], 0.2)
     listing = (
@@ -183,8 +194,8 @@ def test_one_shared_stack_tells_links_apart_by_source() -> None:
     """The local backend: every node on one loopback, so rules, order and counts go by source address."""
     links = [("127.0.0.2", "127.0.0.3"), ("127.0.0.3", "127.0.0.2")]
     script = chain_script(links, links, None, "KW-ab12-P", 5000)
-    assert "iptables -w -A KW-ab12-P -s 127.0.0.2 -d 127.0.0.3 -j NFQUEUE --queue-num 5000 --queue-bypass" in script
-    assert script.endswith("iptables -w -A KW-ab12-P-IN -s 127.0.0.3 -d 127.0.0.2")
+    assert "-A KW-ab12-P -s 127.0.0.2 -d 127.0.0.3 -j NFQUEUE --queue-num 5000 --queue-bypass" in _rules(script)
+    assert _rules(script)[-2:] == ["-A KW-ab12-P-IN -s 127.0.0.3 -d 127.0.0.2", "COMMIT"]
     listing = (
         "-A KW-ab12-P-IN -s 127.0.0.2/32 -d 127.0.0.3/32 -c 7 700\n"
         "-A KW-ab12-P-IN -s 127.0.0.3/32 -d 127.0.0.2/32 -c 2 200\n"
