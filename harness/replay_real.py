@@ -71,6 +71,8 @@ NEMESIS_PACKAGES = {
     "reset-clock": "clock",
     "start-disk": "disk",
     "stop-disk": "disk",
+    "start-packet": "packet",
+    "stop-packet": "packet",
 }
 # what a simulator invariant's violation looks like to the checkers of a real run
 INVARIANT_EQUIVALENTS: dict[str, tuple[str, ...]] = {

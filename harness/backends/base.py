@@ -13,7 +13,7 @@ from harness.control import cleanup
 from harness.control.base import Transport
 
 if TYPE_CHECKING:
-    from harness.nemesis.real_net import PartitionNemesis
+    from harness.nemesis.real_net import PacketNemesis, PartitionNemesis
 
 LABEL = "org.kraftwerk.managed"
 LABEL_CLUSTER = "org.kraftwerk.cluster"
@@ -112,6 +112,10 @@ class Backend(ABC):
 
     def partition_nemesis(self, hosts: list[Host]) -> PartitionNemesis | None:
         """A partition nemesis of this backend's own, or None for the common one (iptables on each host)."""
+        return None
+
+    def packet_nemesis(self, hosts: list[Host]) -> PacketNemesis | None:
+        """A packet nemesis of this backend's own, or None for the common one (netem or a shaper per host)."""
         return None
 
     def host(self, name: str) -> Host:

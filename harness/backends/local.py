@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from typing import Any
 from harness.backends.base import Backend, BackendError, Host
 from harness.control.netns import NetnsTransport
 from harness.nemesis.partitions import Grudge
-from harness.nemesis.real_net import PartitionNemesis, validate_grudge
+from harness.nemesis.real_net import PacketNemesis, PartitionNemesis, validate_grudge
 
 ROOT = Path(__file__).resolve().parent.parent.parent  # holds the packages the node processes import
 LOCALSITE = Path(__file__).resolve().parent / "localsite"
@@ -198,6 +199,16 @@ class LocalBackend(Backend):
         """Partitions between loopback addresses (root only)."""
         return LocalPartitionNemesis(hosts, self.cluster_id)
 
+    def packet_nemesis(self, hosts: list[Host]) -> PacketNemesis:
+        """Packet faults between loopback addresses (root only): one chain `KW-<cluster>-P` in OUTPUT and one
+        NFQUEUE shaper on a queue of this cluster's own, links told apart by source address."""
+        return PacketNemesis(
+            hosts,
+            shared=True,
+            chain=f"{chain_name(self.cluster_id)}-P",
+            queue_num=1000 + zlib.crc32(self.cluster_id.encode()) % 60000,
+        )
+
 
 class LocalPartitionNemesis(PartitionNemesis):
     """Partitions between loopback addresses: one shared chain with `-s sender -d receiver` DROP rules."""
@@ -254,7 +265,7 @@ class LocalPartitionNemesis(PartitionNemesis):
 
 
 def remove_chain(chain: str) -> None:
-    """Remove a chain and every INPUT jump to it (no error if it does not exist or we are not root)."""
+    """Remove a chain and every INPUT/OUTPUT jump to it (no error if it does not exist or we are not root)."""
     if os.geteuid() != 0 or shutil.which("iptables") is None:
         return
     subprocess.run(
@@ -262,6 +273,7 @@ def remove_chain(chain: str) -> None:
             "sh",
             "-c",
             f"while iptables -w -D INPUT -j {chain} 2>/dev/null; do :; done; "
+            f"while iptables -w -D OUTPUT -j {chain} 2>/dev/null; do :; done; "
             f"iptables -w -F {chain} 2>/dev/null; iptables -w -X {chain} 2>/dev/null; true",
         ],
         capture_output=True,

@@ -82,10 +82,12 @@ def why_not(
         if why:
             return f"--backend local --nemesis partition: {why}"
     if k.name == "local" and "packet" in nemeses:
-        return (
-            "--backend local --nemesis packet: local nodes share the loopback interface, so packet faults would "
-            "shape every process on this machine; use --backend docker or netns, or the simulator"
-        )
+        from harness.backends.local import can_partition
+
+        why = can_partition()  # the same iptables rules on lo, by source address, and an NFQUEUE shaper
+        if why:
+            return f"--backend local --nemesis packet: {why.replace('partitions', 'packet faults')}"
+
     if k.name == "netns" and os.geteuid() != 0:
         return "--backend netns needs root (network namespaces); use --backend docker or local"
     if k.name == "ssh":

@@ -41,8 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="partition,kill,pause,clock",
         metavar="LIST",
         help="faults to inject: comma-separated from partition, kill, pause, clock, packet (loss, delay, "
-        "duplicate, reorder; on real hosts it needs tc netem), disk (lose unsynced writes, torn write, "
-        "flipped bit); or all (every one but packet and disk) / none (default partition,kill,pause,clock)",
+        "duplicate, reorder; on real hosts tc netem, or an NFQUEUE shaper where the kernel has no netem), "
+        "disk (lose unsynced writes, torn write, flipped bit); or all (every one but packet and disk) / none "
+        "(default partition,kill,pause,clock)",
     )
     p.add_argument(
         "--partition-kinds",

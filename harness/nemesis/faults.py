@@ -87,8 +87,9 @@ class Faults(Protocol):
         """Loss, delay, duplication, reordering on traffic from `nodes` to `peers` (replacing any); what was done."""
         ...
 
-    def packet_stop(self) -> None:
-        """No packet fault anywhere."""
+    def packet_stop(self) -> Any:
+        """No packet fault anywhere; what the last one did ({sending node: {counter: n}}, counters from
+        `harness.nemesis.nfqueue.COUNTERS`, those the runtime can count), or None if there was none."""
         ...
 
     # ------------------------------------------------------------------ disks

@@ -166,9 +166,9 @@ class NemesisInterpreter:
             self.packets = faults.packet_start(spec.get("behaviours") or {"delay": None}, nodes, peers)
             return Applied(self.packets, value)
         if f == "stop-packet":
-            faults.packet_stop()
+            done = faults.packet_stop()
             self.packets = None
-            return Applied(None, value)
+            return Applied(done, value)
         if f == "start-disk":
             spec = dict(value or {})
             fault = spec.get("fault", "lose-unsynced")

@@ -2,12 +2,12 @@
 
 `RealFaults` implements `harness.nemesis.faults.Faults` once for docker, netns, local and SSH
 hosts, over the control interface: partitions (iptables, `real_net.PartitionNemesis`, or the
-local backend's loopback variant), packet faults (tc netem, or iptables for loss:
-`real_net.PacketNemesis`), clocks (libfaketime, `real_clock.ClockNemesis`), processes
-(`real_process.ProcessNemesis`) and disks (kill the node, then `python -m nodes disk-fault` on
-its data directory: the damage functions the simulator uses, `nodes.runtime.diskfault`). Only the
-enabled packages are prepared (a test without `clock` needs no libfaketime, one without
-`partition` no iptables).
+local backend's loopback variant), packet faults (tc netem, or the NFQUEUE shaper and
+iptables where the kernel has no netem: `real_net.PacketNemesis`), clocks (libfaketime,
+`real_clock.ClockNemesis`), processes (`real_process.ProcessNemesis`) and disks (kill the node,
+then `python -m nodes disk-fault` on its data directory: the damage functions the simulator uses,
+`nodes.runtime.diskfault`). Only the enabled packages are prepared (a test without `clock` needs
+no libfaketime, one without `partition` no iptables).
 
 `RealNemesis` pairs it with the one nemesis interpreter (`harness.nemesis.interpreter`):
 
@@ -27,7 +27,7 @@ from typing import Any
 
 from harness.backends.base import Host
 from harness.control import cleanup
-from harness.nemesis.faults import ClockChanges, PacketBehaviours, Strobe
+from harness.nemesis.faults import PACKET_BEHAVIOURS, ClockChanges, PacketBehaviours, Strobe
 from harness.nemesis.interpreter import NemesisInterpreter
 from harness.nemesis.partitions import Grudge
 from harness.nemesis.real_clock import ClockNemesis
@@ -55,12 +55,13 @@ class RealFaults:
         monotonic: bool = False,
         packet_method: str = "auto",
         data_dir: Callable[[Host], str] | None = None,
+        packet: PacketNemesis | None = None,
     ) -> None:
         self.hosts = list(hosts)
         self.data_dir = data_dir
         self.packages = list(packages)
         self.partitioner = partition if partition is not None else PartitionNemesis(self.hosts)
-        self.packets = PacketNemesis(self.hosts, method=packet_method)
+        self.packets = packet if packet is not None else PacketNemesis(self.hosts, method=packet_method)
         self.clocks = ClockNemesis(self.hosts, monotonic=monotonic)
         self.processes = ProcessNemesis(self.hosts, daemons) if daemons is not None else None
         self._token: int | None = None
@@ -80,14 +81,15 @@ class RealFaults:
         parallel(*steps)
         return self
 
-    def require_netem(self) -> None:
-        """PacketFaultUnsupported unless the hosts can do every packet fault (tc netem)."""
-        if self.packets.method != "iptables" and self.packets.netem_supported():
-            return
-        raise PacketFaultUnsupported(
-            "--nemesis packet: the hosts' kernel has no sch_netem (tc netem), which delay, duplicate and "
-            "reorder faults need (only loss can be done here, with iptables); drop `packet` from --nemesis"
-        )
+    def require_packet(self, behaviours: Iterable[str] = PACKET_BEHAVIOURS) -> None:
+        """PacketFaultUnsupported unless the hosts can do every one of these packet behaviours (tc netem, or
+        the NFQUEUE shaper where the kernel has no sch_netem)."""
+        missing = set(behaviours) - self.packets.capabilities()
+        if missing:
+            raise PacketFaultUnsupported(
+                f"--nemesis packet: the hosts cannot do {', '.join(sorted(missing))} (their kernel has neither "
+                "sch_netem (tc netem) nor NFQUEUE; only loss can be done, with iptables); drop `packet` from --nemesis"
+            )
 
     def teardown(self) -> None:
         """Heal and remove everything the enabled parts put on the hosts; every part is attempted."""
@@ -153,8 +155,8 @@ class RealFaults:
     def packet_start(self, behaviours: PacketBehaviours, nodes: Sequence[str], peers: Sequence[str]) -> dict[str, Any]:
         return self.packets.start(behaviours, nodes, peers)
 
-    def packet_stop(self) -> None:
-        self.packets.stop()
+    def packet_stop(self) -> dict[str, dict[str, int]]:
+        return self.packets.stop()
 
     def disk_fault(self, fault: str, nodes: Sequence[str], seed: int) -> dict[str, Any]:
         """Kill each node, then damage its data directory with `python -m nodes disk-fault` (the node's own
@@ -192,6 +194,7 @@ class RealNemesis:
         monotonic: bool = False,
         packet_method: str = "auto",
         data_dir: Callable[[Host], str] | None = None,
+        packet: PacketNemesis | None = None,
     ) -> None:
         self.faults = RealFaults(
             hosts,
@@ -201,6 +204,7 @@ class RealNemesis:
             monotonic=monotonic,
             packet_method=packet_method,
             data_dir=data_dir,
+            packet=packet,
         )
         self.names = [h.name for h in hosts]
         self.interpreter = NemesisInterpreter(self.faults, self.names, rng or random.Random(0))

@@ -18,7 +18,7 @@ from harness.backends.base import Host
 from harness.nemesis.interpreter import Applied
 from harness.nemesis.real import RealNemesis
 from harness.nemesis.real_common import parallel
-from harness.nemesis.real_net import PartitionNemesis, describe_grudge
+from harness.nemesis.real_net import PacketNemesis, PartitionNemesis, describe_grudge
 from harness.nemesis.real_process import SpecSource
 
 __all__ = ["LeaderSource", "RunnerNemesis", "parallel"]
@@ -40,8 +40,11 @@ class RunnerNemesis(RealNemesis):
         partition: PartitionNemesis | None = None,
         serving: Callable[[Sequence[str]], Awaitable[object]] | None = None,
         data_dir: Callable[[Host], str] | None = None,
+        packet: PacketNemesis | None = None,
     ) -> None:
-        super().__init__(hosts, daemons, rng=rng, packages=packages, partition=partition, data_dir=data_dir)
+        super().__init__(
+            hosts, daemons, rng=rng, packages=packages, partition=partition, data_dir=data_dir, packet=packet
+        )
         self.packages = list(packages)
         self.find_leader = leader
         # if given, a `start` completes only once the restarted nodes answer (awaited with their names)
@@ -51,10 +54,11 @@ class RunnerNemesis(RealNemesis):
         return package in self.packages
 
     def setup(self) -> RunnerNemesis:
-        """Prepare the enabled parts; a packet nemesis needs tc netem on the hosts (else a BackendError)."""
+        """Prepare the enabled parts; a packet nemesis needs tc netem or NFQUEUE on the hosts (else
+        PacketFaultUnsupported, exit 254)."""
         self.faults.setup()
         if self.enabled("packet"):
-            self.faults.require_netem()
+            self.faults.require_packet()
         return self
 
     def clock_env(self, host: Host) -> dict[str, str]:

@@ -164,6 +164,7 @@ def _assemble(
         },
     )
     partition = backend.partition_nemesis(hosts) if "partition" in args.nemeses else None
+    packet = backend.packet_nemesis(hosts) if "packet" in args.nemeses else None
     nemesis = RunnerNemesis(
         hosts,
         db.spec,
@@ -171,6 +172,7 @@ def _assemble(
         leader=db.partition_leader if brokers else db.leader,
         rng=stream("nemesis-run", args.seed),
         partition=partition,
+        packet=packet,
         # a replay: a restart completes once the node answers, as a simulated restart serves at once
         serving=db.wait_serving if replay is not None else None,
         data_dir=getattr(db, "data_dir", None),

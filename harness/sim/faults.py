@@ -124,10 +124,14 @@ class SimFaults:
     def packet_start(self, behaviours: PacketBehaviours, nodes: Sequence[str], peers: Sequence[str]) -> dict[str, Any]:
         shaping = Shaping(behaviours, nodes, peers, self.packet_rng)
         self.net.shaping = shaping
-        return {"behaviours": shaping.behaviours, "nodes": list(nodes), "peers": list(peers)}
+        # the real backends' record, with the simulator as the method
+        return {"behaviours": shaping.behaviours, "nodes": list(nodes), "peers": list(peers), "method": "sim"}
 
-    def packet_stop(self) -> None:
-        self.net.shaping = None
+    def packet_stop(self) -> dict[str, dict[str, int]]:
+        """No packet fault; what the last one did, per sending node (`harness.nemesis.nfqueue.COUNTERS`)."""
+        shaping, self.net.shaping = self.net.shaping, None
+        counts = shaping.counts if shaping is not None else {}
+        return {n: counts[n] for n in self.nodes if n in counts}
 
     # ------------------------------------------------------------------ disks
     def disk_fault(self, fault: str, nodes: Sequence[str], seed: int) -> dict[str, Any]:

@@ -109,7 +109,7 @@ class Network:
         when = now + lo + int(rng.random() * (hi - lo))
         give_up = now + hold if self.tcp and partitionable else 0
         if self.shaping is not None and partitionable and self.shaping.applies(src, dst):
-            fate = self.shaping.fate(self.tcp)
+            fate = self.shaping.fate(self.tcp, src)
             self.shaped += 1
             if fate.lost:
                 self.dropped += 1

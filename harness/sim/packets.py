@@ -13,7 +13,9 @@ link kind, as on real hosts:
   message skips the queue (sent at once while the others wait out the delay).
 
 Parameters are netem's (Jepsen's defaults when missing, `harness.nemesis.real_net`); the
-correlation and the delay's distribution are not modelled (the jitter is uniform).
+correlation and the delay's distribution are not modelled (the jitter is uniform). Each
+message's fate is drawn by `harness.nemesis.nfqueue.draw`, the function the real backends'
+userspace shaper draws with, so a behaviour means the same on both runtimes.
 """
 
 from __future__ import annotations
@@ -23,17 +25,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness.nemesis import nfqueue
 from harness.nemesis.faults import PACKET_BEHAVIOURS
 from harness.sim.engine import MS
 
 RTO_MIN = 200 * MS
 RTO_MAX = 120_000 * MS
-DEFAULTS: dict[str, dict[str, float]] = {
-    "delay": {"time-ms": 50, "jitter-ms": 10},
-    "loss": {"percent": 20},
-    "duplicate": {"percent": 20},
-    "reorder": {"percent": 20},
-}
+DEFAULTS = nfqueue.DEFAULTS
+COUNTERS = nfqueue.COUNTERS
 
 
 def behaviours_with_defaults(behaviours: Mapping[str, Mapping[str, Any] | None]) -> dict[str, dict[str, float]]:
@@ -44,10 +43,7 @@ def behaviours_with_defaults(behaviours: Mapping[str, Mapping[str, Any] | None])
         raise ValueError(
             f"unknown packet behaviour(s) {', '.join(unknown)} on the simulator (one of {', '.join(PACKET_BEHAVIOURS)})"
         )
-    full = {name: {**DEFAULTS[name], **(params or {})} for name, params in behaviours.items()}
-    if "reorder" in full and "delay" not in full:
-        full["delay"] = dict(DEFAULTS["delay"])
-    return full
+    return nfqueue.with_defaults(behaviours)
 
 
 @dataclass(frozen=True)
@@ -74,31 +70,27 @@ class Shaping:
         self.nodes = frozenset(nodes)
         self.peers = frozenset(peers)
         self.rng = rng
+        # per sending node: messages that met the fault, and what they met (recorded at stop-packet)
+        self.counts: dict[str, dict[str, int]] = {}
 
     def applies(self, src: str, dst: str) -> bool:
         return src != dst and src in self.nodes and dst in self.peers
 
-    def _happens(self, name: str) -> bool:
-        b = self.behaviours.get(name)
-        return b is not None and self.rng.random() * 100.0 < float(b["percent"])
-
-    def fate(self, tcp: bool) -> Fate:
-        """Draw what the next message meets."""
-        delay = 0
-        if "delay" in self.behaviours:
-            d = self.behaviours["delay"]
-            jitter = float(d.get("jitter-ms", 0))
-            delay = max(0, int((float(d["time-ms"]) + self.rng.uniform(-jitter, jitter)) * MS))
-        reordered = self._happens("reorder")
-        if reordered:
-            delay = 0  # netem sends a reordered packet at once
-        lost = self._happens("loss")
-        duplicated = self._happens("duplicate")
+    def fate(self, tcp: bool, src: str | None = None) -> Fate:
+        """Draw what the next message (from `src`, for the counters) meets."""
+        delay, reordered, lost, duplicated = nfqueue.draw(self.behaviours, self.rng)
+        if src is not None:
+            c = self.counts.setdefault(src, dict.fromkeys(COUNTERS, 0))
+            c["packets"] += 1
+            c["delayed"] += delay > 0
+            c["lost"] += lost
+            c["duplicated"] += duplicated
+            c["reordered"] += reordered
         if not tcp:
             return Fate(lost, delay, delay + int(self.rng.random() * MS) if duplicated else None, reordered)
         rto = RTO_MIN
         while lost:  # each retransmission may be lost again
             delay += rto
             rto = min(rto * 2, RTO_MAX)
-            lost = self._happens("loss")
+            lost = nfqueue.happens(self.behaviours, "loss", self.rng)
         return Fate(False, delay)

@@ -91,25 +91,3 @@ def test_seeded_quorum_bug_is_found_on_docker(node_image: str, tmp_path: Path, b
             assert "Analysis invalid!" in r.stderr
             return
     raise AssertionError(f"--bug {bug} not caught in {len(attempts)} runs: exit codes {attempts}")
-
-
-def test_packet_faults_need_netem_or_the_test_is_refused_naming_the_option(
-    node_image: str,  # noqa: F811
-    tmp_path: Path,
-) -> None:
-    """Containers share this machine's kernel: without sch_netem, `--nemesis packet` is refused (exit 254)."""
-    import subprocess
-
-    probe = "tc qdisc add dev lo root handle 9: netem delay 0ms && tc qdisc del dev lo root handle 9:"
-    has_netem = subprocess.run(
-        ["docker", "run", "--rm", "--cap-add", "NET_ADMIN", "--entrypoint", "sh", node_image, "-c", probe],
-        capture_output=True,
-        timeout=120,
-    )
-    if has_netem.returncode == 0:
-        pytest.skip("this kernel has sch_netem: packet faults run (tests/harness/nemesis/test_real_faults.py)")
-    r = realtest.kraftwerk_test(tmp_path, "--backend", "docker", "--nemesis", "kill,packet", "--time-limit", "5")
-    assert r.returncode == 254, r.stderr[-2000:]
-    assert "--nemesis packet" in r.stderr and "sch_netem" in r.stderr
-    _, cluster = realtest.cluster_of(realtest.latest(tmp_path))
-    assert realtest.leftovers(cluster) == []

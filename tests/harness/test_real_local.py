@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -83,8 +84,26 @@ def test_local_partition_needs_root_says_so(tmp_path: Path, monkeypatch: pytest.
     assert _validate(args) is None
 
 
-def test_local_packet_faults_are_refused_naming_the_option(tmp_path: Path) -> None:
-    """Local nodes share lo: packet faults would shape every process on the machine, so the test is refused."""
-    r = realtest.kraftwerk_test(tmp_path, "--backend", "local", "--nemesis", "kill,packet", "--time-limit", "5")
-    assert r.returncode == 254
-    assert "--backend local --nemesis packet" in r.stderr
+def test_local_packet_faults_shape_node_links_by_source_address(tmp_path: Path) -> None:
+    """Local nodes share lo: as root, one chain matches each link by its source address and one NFQUEUE shaper
+    delays, duplicates and reorders (`harness.nemesis.nfqueue`); without root the option is refused."""
+    args = ("--backend", "local", "--nemesis", "packet", "--nodes", "3", "--interval", "3", "--seed", "1698")
+    r = realtest.kraftwerk_test(tmp_path, *args, "--time-limit", "15")
+    if os.geteuid() != 0:
+        assert r.returncode == 254
+        assert "--backend local --nemesis packet" in r.stderr and "root" in r.stderr
+        return
+    run = realtest.latest(tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ops = [o for o in realtest.history_lines(run) if o["process"] == "nemesis"]
+    stops = [o["value"] for o in ops if o["f"] == "stop-packet"]
+    starts = [o["value"] for o in ops if o["f"] == "start-packet"]
+    assert [s["method"] for s in starts] == ["nfqueue", "iptables", "nfqueue"]  # delay; loss; duplicate+reorder
+    assert sum(c["delayed"] for c in stops[0].values()) > 0 and sum(c["lost"] for c in stops[1].values()) > 0
+    assert all(sum(c[k] for c in stops[2].values()) > 0 for k in ("duplicated", "reordered"))
+    _, cluster = realtest.cluster_of(run)
+    assert realtest.leftovers(cluster) == []
+    assert (
+        f"{chain_name(cluster)}-P"
+        not in subprocess.run(["iptables", "-w", "-S"], capture_output=True, text=True).stdout
+    )

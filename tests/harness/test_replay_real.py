@@ -130,7 +130,7 @@ def test_real_plan_keeps_times_and_the_tests_nemeses(tmp_path: Path) -> None:
         ({"workload": "kv"}, "supports register and queue"),
         ({"ops": [{"at": 0, "client": 2, "f": "read", "key": "r", "value": None, "node": "n1"}]}, "concurrency is 2"),
         ({"ops": [{"at": 0, "client": 0, "f": "read", "key": "r", "value": None, "node": "n9"}]}, "node 'n9'"),
-        ({"nemesis": [{"at": 0, "f": "start-packet", "value": None}]}, "'start-packet' cannot be replayed"),
+        ({"nemesis": [{"at": 0, "f": "strobe-clock", "value": None}]}, "'strobe-clock' cannot be replayed"),
     ],
 )
 def test_unreplayable_runs_are_refused(tmp_path: Path, change: dict[str, Any], message: str) -> None:

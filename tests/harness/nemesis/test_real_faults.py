@@ -10,7 +10,7 @@ import pytest
 from harness.backends.base import Host
 from harness.nemesis import partitions
 from harness.nemesis.real import RealNemesis
-from harness.nemesis.real_net import CHAIN, PACKET_CHAIN, PacketFaultUnsupported
+from harness.nemesis.real_net import CHAIN, PACKET_CHAIN
 from tests.harness.backends import clusters
 
 
@@ -165,19 +165,17 @@ def test_packet_loss_drops_and_stops(cluster: tuple[list[Host], RealNemesis]) ->
     n1, n2, n3 = hosts
     done = nemesis.packet.start({"loss": {"percent": 100}}, nodes=["n1"], peers=["n2"])
     assert done["nodes"] == ["n1"]
-    assert not clusters.can_connect(n2, n1)
+    assert not clusters.can_connect(n2, n1)  # n1's SYN-ACKs to n2 are lost
     assert clusters.echoes(n3, n1)
-    nemesis.invoke({"f": "stop-packet", "value": None})
+    stopped = nemesis.invoke({"f": "stop-packet", "value": None})
+    assert set(stopped) == {"n1"} and stopped["n1"]["lost"] == stopped["n1"]["packets"] > 0
     assert clusters.echoes(n2, n1)
 
 
-def test_netem_delay_adds_latency(cluster: tuple[list[Host], RealNemesis]) -> None:
+def test_packet_delay_adds_latency(cluster: tuple[list[Host], RealNemesis]) -> None:
+    """netem where the kernel has it, else the NFQUEUE shaper: either way n1's packets to n2 wait 200 ms."""
     hosts, nemesis = cluster
     n1, n2, _ = hosts
-    if not nemesis.packet.netem_supported():
-        with pytest.raises(PacketFaultUnsupported, match="sch_netem"):
-            nemesis.packet.start({"delay": {"time-ms": 200}})
-        pytest.skip("this kernel has no sch_netem (tc netem): delay/duplicate/reorder cannot be exercised here")
     code = (
         "import socket, time\n"
         f"s = socket.create_connection(({n1.address!r}, {clusters.PORT}), 5)\n"
@@ -187,10 +185,56 @@ def test_netem_delay_adds_latency(cluster: tuple[list[Host], RealNemesis]) -> No
         "print(best)\n"
     )
     base = float(n2.control.sh([n2.python, "-c", code]))
-    nemesis.packet.start({"delay": {"time-ms": 200, "jitter-ms": 0}}, nodes=["n1"])
+    done = nemesis.packet.start({"delay": {"time-ms": 200, "jitter-ms": 0}}, nodes=["n1"])
+    assert done["method"] == ("netem" if nemesis.packet.netem_supported() else "nfqueue")
     delayed = float(n2.control.sh([n2.python, "-c", code], timeout=60))
     assert delayed - base == pytest.approx(0.2, abs=0.05)
-    nemesis.packet.stop()
+    stopped = nemesis.packet.stop()
+    assert stopped["n1"]["packets"] >= 5
+    if done["method"] == "nfqueue":
+        assert (
+            stopped["n1"]["delayed"] >= 5
+            and not n1.control.daemon_status(f"{n1.workdir}/kraftwerk-nfqueue.pid").running
+        )
+    assert clusters.echoes(n2, n1)
+
+
+def _tcp_counters(h: Host) -> dict[str, int]:
+    """The host's TCP counters (/proc/net/snmp Tcp and /proc/net/netstat TcpExt, its own network namespace)."""
+    out: dict[str, int] = {}
+    for path in ("/proc/net/snmp", "/proc/net/netstat"):
+        lines = [line.split() for line in h.control.sh(["cat", path]).splitlines()]
+        for keys, values in zip(lines[::2], lines[1::2], strict=False):
+            if keys[0] in ("Tcp:", "TcpExt:"):
+                out.update({k: int(v) for k, v in zip(keys[1:], values[1:], strict=False)})
+    return out
+
+
+def test_packet_loss_duplication_and_reordering_reach_tcp(cluster: tuple[list[Host], RealNemesis]) -> None:
+    """What n2 sends n1 is lost, duplicated and reordered: n2's TCP retransmits, n1's sees segments it already
+    has (D-SACKs sent) and segments out of order (its out-of-order queue)."""
+    hosts, nemesis = cluster
+    n1, n2, _ = hosts
+    bulk = (
+        "import socket\n"
+        f"s = socket.create_connection(({n1.address!r}, {clusters.PORT}), 5)\n"
+        "for _ in range(30):\n"
+        "    s.sendall(b'x' * 40000); n = 0\n"
+        "    while n < 40000:\n"
+        "        n += len(s.recv(65536))\n"
+    )
+    sender, receiver = _tcp_counters(n2), _tcp_counters(n1)
+    behaviours = {"loss": {"percent": 5}, "duplicate": {"percent": 30}, "reorder": {"percent": 30}}
+    nemesis.packet.start(behaviours, nodes=["n2"], peers=["n1"])
+    n2.control.sh([n2.python, "-c", bulk], timeout=120)
+    done = nemesis.invoke({"f": "stop-packet", "value": None})["n2"]
+    sent, got = _tcp_counters(n2), _tcp_counters(n1)
+    assert done["lost"] > 0, done
+    if "duplicated" in done:  # the NFQUEUE shaper counts them (netem does not)
+        assert done["duplicated"] > 20 and done["reordered"] > 20, done
+    assert sent["RetransSegs"] > sender["RetransSegs"]
+    assert got["TCPDSACKOldSent"] > receiver["TCPDSACKOldSent"]
+    assert got["TCPOFOQueue"] > receiver["TCPOFOQueue"]
 
 
 def test_unknown_fault_is_refused(cluster: tuple[list[Host], RealNemesis]) -> None:
@@ -215,7 +259,7 @@ def test_teardown_removes_every_trace(kind: str, request: pytest.FixtureRequest)
             nemesis.invoke({"f": "start-partition", "value": {"grudge": {"n1": ["n2"]}}})
             nemesis.invoke({"f": "bump-clock", "value": {"n1": {"delta-ms": 1000}}})
             nemesis.invoke({"f": "strobe-clock", "value": {"n2": {"delta-ms": 100, "period-ms": 50, "duration-s": 60}}})
-            nemesis.invoke({"f": "start-packet", "value": {"behaviours": {"loss": {"percent": 30}}}})
+            nemesis.invoke({"f": "start-packet", "value": {"behaviours": {"loss": {"percent": 30}, "delay": None}}})
             nemesis.invoke({"f": "pause", "value": ["n2"]})
             assert "KRAFTWERK" in hosts[0].control.sh("iptables -w -S")
         for h in hosts:
@@ -224,6 +268,8 @@ def test_teardown_removes_every_trace(kind: str, request: pytest.FixtureRequest)
             assert "netem" not in h.control.sh(f"tc qdisc show dev {h.iface}")
             assert not h.control.exists(f"{h.workdir}/faketime")
             assert not h.control.exists(f"{h.workdir}/faketime-strobe.pid")
+            assert not h.control.exists(f"{h.workdir}/kraftwerk-nfqueue.py")
+            assert "kraftwerk-nfqueue" not in h.control.sh("ps -eo args")
             st = h.control.daemon_status(clusters.probe_spec(h).pidfile)
             assert st.running and not st.paused  # resumed, left to the cluster to stop
             assert "sh -c i=0" not in h.control.sh("ps -eo args")

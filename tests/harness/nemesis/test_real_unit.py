@@ -28,11 +28,12 @@ class Recorder(Transport):
 
     node_side_timeout = False
 
-    def __init__(self, node: str, netem: bool = True) -> None:
+    def __init__(self, node: str, netem: bool = True, nfqueue: bool = True) -> None:
         super().__init__(node)
         self.commands: list[str] = []
         self.files: dict[str, bytes] = {}
         self.netem = netem
+        self.nfqueue = nfqueue
 
     def _exec(self, command: str, timeout: float | None) -> tuple[int, bytes, bytes]:
         self.commands.append(command)
@@ -42,6 +43,12 @@ class Recorder(Transport):
             return 0, b"/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1\n", b""
         if "handle 9: netem" in command:
             return (0 if self.netem else 2), b"", b""
+        if "--probe" in command:
+            return (0 if self.nfqueue else 1), b"", b""
+        if "-S KRAFTWERK-PKT-IN -v" in command:  # what n2 sent, as n1 counted it
+            return 0, (b"-A KRAFTWERK-PKT-IN -s 10.9.0.2/32 -c 40 2000\n" if self.node == "n1" else b""), b""
+        if command.startswith("cat /w/n2/kraftwerk-nfqueue."):
+            return 0, b'{"packets": 30, "delayed": 28, "reordered": 2, "duplicated": 3}', b""
         return 0, b"", b""
 
     def put_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
@@ -51,8 +58,8 @@ class Recorder(Transport):
         return self.files[path]
 
 
-def fake_hosts(netem: bool = True) -> list[Host]:
-    return [Host(n, f"10.9.0.{i}", Recorder(n, netem), f"/w/{n}") for i, n in enumerate(NODES, start=1)]
+def fake_hosts(netem: bool = True, nfqueue: bool = True) -> list[Host]:
+    return [Host(n, f"10.9.0.{i}", Recorder(n, netem, nfqueue), f"/w/{n}") for i, n in enumerate(NODES, start=1)]
 
 
 def test_validate_grudge() -> None:
@@ -111,19 +118,54 @@ def test_packet_nemesis_uses_netem_when_the_kernel_has_it() -> None:
     assert any("netem delay 80ms" in c and "match ip dst 10.9.0.2/32" in c and "10.9.0.3/32" in c for c in cmds)
     assert not any("netem delay" in c for c in hosts[1].control.commands)  # type: ignore[attr-defined]
     p.teardown()
-    assert any(c.startswith("tc qdisc del dev eth0 root") for c in hosts[1].control.commands)  # type: ignore[attr-defined]
+    assert any("tc qdisc del dev eth0 root" in c for c in hosts[1].control.commands)  # type: ignore[attr-defined]
 
 
-def test_packet_nemesis_without_netem_does_loss_with_iptables_only() -> None:
-    hosts = fake_hosts(netem=False)
+def test_packet_nemesis_without_netem_or_nfqueue_does_loss_with_iptables_only() -> None:
+    hosts = fake_hosts(netem=False, nfqueue=False)
     p = PacketNemesis(hosts)
     done = p.start(["loss"], nodes=["n2"])
-    assert done["method"] == "iptables"
-    cmds = " ".join(hosts[1].control.commands)  # type: ignore[attr-defined]
-    assert "-m statistic --mode random --probability 0.2000 -j DROP" in cmds and "-s 10.9.0.1" in cmds
-    with pytest.raises(Exception, match="sch_netem"):
+    assert done["method"] == "iptables" and done["behaviours"] == {"loss": {"percent": 20}}
+    # what n2 sends to its peers (as netem and the simulator), lost where it arrives: in the peers' INPUT
+    for peer in (hosts[0], *hosts[2:]):
+        cmds = " ".join(peer.control.commands)  # type: ignore[attr-defined]
+        assert "'-A KRAFTWERK-PKT-IN -s 10.9.0.2 -m statistic --mode random --probability 0.2000 -j DROP'" in cmds
+        assert "'-I INPUT 1 -j KRAFTWERK-PKT-IN'" in cmds and "-A KRAFTWERK-PKT -d" not in cmds
+    assert "statistic" not in " ".join(hosts[1].control.commands)  # type: ignore[attr-defined]
+    with pytest.raises(Exception, match="delay cannot be done with iptables.*no NFQUEUE"):
         p.start({"delay": None, "loss": None})
+    assert p.capabilities() == {"loss"}
     p.teardown()
+
+
+def test_packet_nemesis_without_netem_shapes_with_the_nfqueue_shaper() -> None:
+    hosts = fake_hosts(netem=False)
+    p = PacketNemesis(hosts)
+    assert p.capabilities() == {"loss", "delay", "duplicate", "reorder"}
+    done = p.start({"delay": {"time-ms": 80}, "loss": {"percent": 5}}, nodes=["n2"], peers=["n1"])
+    assert done == {
+        "behaviours": {"delay": {"time-ms": 80, "jitter-ms": 10}, "loss": {"percent": 5}},
+        "nodes": ["n2"],
+        "peers": ["n1"],
+        "method": "nfqueue",
+    }
+    n2 = hosts[1].control
+    assert n2.files["/w/n2/kraftwerk-nfqueue.py"].startswith(b'"""Packet faults without tc netem')  # type: ignore[attr-defined]
+    cmds = " ".join(n2.commands)  # type: ignore[attr-defined]
+    (start,) = [c for c in n2.commands if "kraftwerk-nfqueue.pid" in c and "start" in c]  # type: ignore[attr-defined]
+    assert "time-ms" in start and "loss" not in start  # loss is the receiver's statistic rule
+    assert "-d 10.9.0.1 -j NFQUEUE --queue-num 4157 --queue-bypass" in cmds
+    n1 = " ".join(hosts[0].control.commands)  # type: ignore[attr-defined]
+    assert "-A KRAFTWERK-PKT -d" not in n1 and "'-A KRAFTWERK-PKT-IN -s 10.9.0.2 -m statistic" in n1
+    assert "-A KRAFTWERK" not in " ".join(hosts[2].control.commands)  # type: ignore[attr-defined]  # not involved
+    with pytest.raises(Exception, match="corrupt cannot be done with nfqueue"):
+        p.start({"corrupt": None})
+    stopped = p.stop()
+    assert stopped == {"n2": {"packets": 40, "delayed": 28, "lost": 0, "duplicated": 3, "reordered": 2}}
+    later = " ".join(n2.commands)  # type: ignore[attr-defined]
+    assert later.index("iptables -w -D OUTPUT -j KRAFTWERK-PKT") < later.rindex("stop")  # rules out, then the shaper
+    p.teardown()
+    assert "rm -f /w/n2/kraftwerk-nfqueue.py" in " ".join(n2.commands)  # type: ignore[attr-defined]
 
 
 def test_faketime_spec() -> None:

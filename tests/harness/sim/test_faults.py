@@ -147,3 +147,20 @@ def test_a_run_with_packet_faults_is_valid_and_deterministic(seed: int) -> None:
     assert fs[-5:] == ["stop-partition", "stop-packet", "resume", "start", "reset-clock"]  # heal: every package
     verdict = check_run(a.recorder.history(), a.events, a.logs, a.invariants, "cas-register", 120)
     assert verdict["valid"] is True, verdict
+
+
+def test_packet_faults_are_recorded_as_on_real_backends() -> None:
+    """start-packet: behaviours with parameters filled in, nodes, peers, method; stop-packet: per sending node
+    what the fault did (the counters `harness.nemesis.nfqueue.COUNTERS` the real backends record)."""
+    from harness.nemesis.nfqueue import COUNTERS
+
+    a = Simulation(SimOptions(seed=2, time_limit=20, interval=2.0, nemeses=["packet"])).run()
+    ops = [op for op in a.recorder.ops if op.process == "nemesis"]
+    starts = [op.value for op in ops if op.f == "start-packet"]
+    stops = [op.value for op in ops if op.f == "stop-packet"]
+    assert starts and len(stops) == len(starts) + 1 and stops[-1] == {}  # the final heal: nothing in force
+    for start, stop in zip(starts, stops, strict=False):
+        assert set(start) == {"behaviours", "nodes", "peers", "method"} and start["method"] == "sim"
+        assert all("percent" in p or "time-ms" in p for p in start["behaviours"].values())
+        assert set(stop) <= set(start["nodes"]) and all(list(c) == list(COUNTERS) for c in stop.values())
+    assert sum(c["packets"] for stop in stops for c in stop.values()) > 100
