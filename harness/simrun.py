@@ -19,6 +19,7 @@ from harness.interpreter import SCHEDULE_FORMAT
 from harness.sim.cluster import MODES, SimOptions, SimResult, Simulation, mode_error
 from harness.spec import TestSpec
 from harness.store import write_json, write_jsonl
+from nodes.runtime.config import CLOCK_SOURCES
 from workloads.registry import OPTIONS, WORKLOADS
 
 CHECK_TIME_LIMIT = 120.0
@@ -72,6 +73,8 @@ def sim_options(spec: TestSpec, **knobs: Any) -> SimOptions:
         unclean=spec.unclean,
         fsync_delay_ms=spec.fsync_delay,
         rate=spec.rate,
+        clock_source=spec.clock_source,
+        lease_reads=spec.lease_reads,
         **knobs,
     )
 
@@ -116,6 +119,10 @@ def options_from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) ->
     for name, value in modes.items():
         if error := mode_error(name, value):
             raise InputError(f"schedule.json: {error}")
+    # runs stored before "clock-source": with "clocks": "wall" the nodes' timers ran on the true time
+    clock_source = str(doc.get("clock-source", "monotonic" if modes["clocks"] == "wall" else "wall"))
+    if clock_source not in CLOCK_SOURCES:
+        raise InputError(f"schedule.json: unknown clock-source {clock_source!r} (one of {', '.join(CLOCK_SOURCES)})")
     return SimOptions(
         seed=int(doc["seed"]),
         nodes=int(doc["nodes"]),
@@ -127,6 +134,8 @@ def options_from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) ->
         ops=list(doc["ops"]),
         workload=workload,
         fsync_delay_ms=int(doc.get("fsync-delay-ms", 0)),
+        clock_source=clock_source,
+        lease_reads=bool(doc.get("lease-reads", False)),
         **modes,  # type: ignore[arg-type]
         **options,
     )

@@ -39,6 +39,7 @@ from nodes.broker import BrokerConfig, BrokerNode
 from nodes.broker.partition import Role
 from nodes.kv.node import KVNode
 from nodes.raft import RaftConfig, digest
+from nodes.runtime.config import CLOCK_SOURCES
 from nodes.runtime.lanes import connection_timeout_ms
 from workloads import generator as gen
 from workloads import registry
@@ -77,10 +78,13 @@ class SimOptions:
     # ready: the main phase (and the schedule's clock) starts once a leader is known to every node, as a real
     # run's does; boot: at once, while the first election is still going on (register runs stored before)
     start: str = "ready"
-    # wall: a clock fault moves the node's wall clock (its events' times) and not the core's timers, as on
-    # real nodes (libfaketime, monotonic clock left alone); timers: the core's timers follow it too (runs
-    # stored before)
+    # wall: a clock fault moves the node's wall clock (its events' times), and the core's timers as its
+    # clock_source says; timers: the core's timers follow it whatever the source (runs stored before)
     clocks: str = "wall"
+    # the nodes' `clock.source`: wall (their timers follow the simulated wall clock, its offset and rate, as
+    # Kafka's Time.milliseconds() does) or monotonic (true time); runs stored before it replay with monotonic
+    clock_source: str = "wall"
+    lease_reads: bool = False  # leader leases: the leader answers reads from its state while its lease lasts
     fsync_delay_ms: int = 0  # added to every fsync's 1–10 ms (a slow disk, as `--fsync-delay` on real nodes)
     recovery: float = RECOVERY_SECONDS  # seconds between healing everything and the final reads
     final: float = 20.0  # seconds allowed for the final reads
@@ -130,6 +134,8 @@ class SimResult:
             "links": opts.links,
             "start": opts.start,
             "clocks": opts.clocks,
+            "clock-source": opts.clock_source,
+            **({"lease-reads": True} if opts.lease_reads else {}),
             **self.workload_options,
             "nemesis": self.schedule,
             "ops": self.ops,
@@ -150,6 +156,8 @@ class Simulation:
         for name in MODES:
             if error := mode_error(name, getattr(opts, name)):
                 raise ValueError(error)
+        if opts.clock_source not in CLOCK_SOURCES:
+            raise ValueError(f"unknown clock source {opts.clock_source!r} (one of {', '.join(CLOCK_SOURCES)})")
         self.net = Network(self.sched, stream("net", seed), opts.latency_ms, tcp=opts.links == "tcp")
         self.invariants = Invariants(self)
         self.recorder = Recorder(lambda: self.sched.now, history_path)
@@ -166,6 +174,7 @@ class Simulation:
             election_timeout_ms=opts.election_timeout_ms,
             fetch_timeout_ms=opts.fetch_timeout_ms,
             pre_vote=opts.pre_vote,
+            lease_reads=opts.lease_reads,
         )
         self.workload = make_workload(opts, self.names)
         brokers = self.workload.api == "kafka"

@@ -15,8 +15,11 @@ VOTE_IGNORES_LOG = "vote-ignores-log"
 STALE_READ = "stale-read"
 COMMIT_OLD_EPOCH = "commit-old-epoch"
 LAZY_FLUSH = "lazy-flush"
+LEASE_WALL_CLOCK = "lease-wall-clock"
 
-RAFT_BUGS = frozenset({FORGET_VOTE, RESTART_AS_LEADER, VOTE_IGNORES_LOG, COMMIT_OLD_EPOCH, LAZY_FLUSH})
+RAFT_BUGS = frozenset(
+    {FORGET_VOTE, RESTART_AS_LEADER, VOTE_IGNORES_LOG, COMMIT_OLD_EPOCH, LAZY_FLUSH, LEASE_WALL_CLOCK}
+)
 KV_BUGS = frozenset({STALE_READ})
 BROKER_BUGS = frozenset({"hw-from-leader", "no-truncate", "stale-leader-produce"})
 ALL_BUGS = RAFT_BUGS | KV_BUGS | BROKER_BUGS

@@ -25,8 +25,13 @@ order** (``nodes/raft/effects.py``):
   ``Fatal`` stops the node.
 
 Timers are poll style: after every step the driver arms one loop timer at
-``core.next_deadline()``, measured on ``time.monotonic_ns()`` (a wall-clock jump does not move
-election timers), and calls ``core.tick(now)`` when it fires.
+``core.next_deadline()`` and calls ``core.tick(now)`` when it fires. ``now`` is the clock the
+node setting ``clock.source`` chooses: ``wall`` (the default, ``time.time_ns()`` as Kafka's
+``Time.milliseconds()``: a wall-clock step, or libfaketime, fires elections and expires fetch and
+broker sessions early, or delays them) or ``monotonic`` (``time.monotonic_ns()``). On the wall
+clock the loop timer never sleeps longer than ``WALL_POLL_S``, so a step of the clock is seen
+within that long (the loop's own sleeps are monotonic). The driver's own plumbing (stale
+requests on a peer's queue) always uses the monotonic clock.
 
 Two listeners: the controller listener takes raft RPCs (Kafka-framed, api keys from
 ``nodes.raft.API_KEYS``, body ``nodes.raft.encode(message)``) and, on a broker, the node-to-node
@@ -131,6 +136,7 @@ __all__ = ["EXIT_FATAL", "EXIT_OK", "EXIT_STORAGE", "NodeDriver", "StartupError"
 EXIT_OK = 0
 EXIT_STORAGE = 1  # cannot start or keep running: data directory, port in use, I/O error
 EXIT_FATAL = 3  # the raft core stopped on an illegal state (a safety violation)
+WALL_POLL_S = 0.1  # on the wall clock (clock.source=wall), the longest the timer sleeps before looking again
 
 _RESPONSE_FOR: dict[type, type] = {
     VoteRequest: VoteResponse,
@@ -223,7 +229,7 @@ class _Peer:
                 self.wake.clear()
                 await self.wake.wait()
             queued_at, message = self.queue.popleft()
-            if self.driver.now() - queued_at > self.timeout_ns:
+            if self.driver.monotonic() - queued_at > self.timeout_ns:
                 continue
             try:
                 api_key, data = self.encode(message)
@@ -274,8 +280,9 @@ class _BrokerLane(_Peer):
 class NodeDriver:
     """Runs one node. ``await open()`` (recover storage, bind listeners), then ``start()``.
 
-    ``clock`` (monotonic ns) drives the core's timers; ``wall_clock`` (ns since the epoch) stamps
-    events. Both are injectable for tests. In-process tests may bind ports 0 and fix the voters'
+    ``wall_clock`` (ns since the epoch) stamps events; ``monotonic`` (ns) is the driver's own clock;
+    ``clock`` (ns) drives the core's timers, by default the one of those two that
+    ``config.clock_source`` names. All are injectable for tests. In-process tests may bind ports 0 and fix the voters'
     addresses with :meth:`set_voter_address` between ``open`` and ``start``.
     """
 
@@ -283,15 +290,20 @@ class NodeDriver:
         self,
         config: NodeConfig,
         *,
-        clock: Callable[[], int] = time.monotonic_ns,
+        clock: Callable[[], int] | None = None,
+        monotonic: Callable[[], int] = time.monotonic_ns,
         wall_clock: Callable[[], int] = time.time_ns,
         rng: random.Random | None = None,
     ) -> None:
         self.config = config
         self.node_id = config.node_id
         self.name = config.name
+        if clock is None:
+            clock = wall_clock if config.clock_source == "wall" else monotonic
         self.now = clock
+        self.monotonic = monotonic
         self.wall_clock = wall_clock
+        self._poll_s = WALL_POLL_S if config.clock_source == "wall" else None
         self.rng = rng if rng is not None else random.Random(config.seed)
         self.log = logging.getLogger(f"nodes.{self.name}")
         directory = config.log_dir
@@ -735,7 +747,7 @@ class NodeDriver:
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._client_ops[request_id] = future
         try:
-            effects = core.submit(self.now(), request_id, f, key, value)
+            effects = core.submit(self.now(), request_id, f, key, value, mono=self.monotonic())
         except CommandError as exc:
             del self._client_ops[request_id]
             return encode_kv_reply("fail", None, f"bad-request: {exc}", None, self.name)
@@ -752,9 +764,9 @@ class NodeDriver:
         self._call(method, *args)
 
     def _call(self, method: Callable[..., list[Any]], *args: Any) -> None:
-        """Feed one input to the core (``method(now, *args)``) and apply what it returns."""
+        """Feed one input to the core (``method(now, *args, mono=…)``) and apply what it returns."""
         try:
-            effects = method(self.now(), *args)
+            effects = method(self.now(), *args, mono=self.monotonic())
         except Exception as exc:
             self._internal_error(exc)
             return
@@ -861,7 +873,7 @@ class NodeDriver:
             if lane is None:
                 self.log.warning("dropping %s to unknown node %s", type(message).__name__, effect.dst)
             else:
-                lane.put(self.now(), message)
+                lane.put(self.monotonic(), message)
             return
         if isinstance(message, BROKER_RESPONSES):
             self.log.warning("dropping %s to n%s: no request to answer", type(message).__name__, effect.dst)
@@ -870,7 +882,7 @@ class NodeDriver:
         if peer is None:
             self.log.warning("dropping %s to unknown node %s", type(effect.message).__name__, effect.dst)
             return
-        peer.put(self.now(), effect.message)
+        peer.put(self.monotonic(), effect.message)
 
     def _reply(self, reply: ClientReply) -> None:
         future = self._client_ops.pop(reply.request_id, None)
@@ -889,6 +901,8 @@ class NodeDriver:
         if deadline is None:
             return
         delay = max(0.0, (deadline - self.now()) / 1e9)
+        if self._poll_s is not None:
+            delay = min(delay, self._poll_s)  # the wall clock may step: look again soon
         self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
 
     # ------------------------------------------------------------------ views
