@@ -3,6 +3,12 @@
 Each name turns on one known-wrong behaviour. The raft core reacts to the raft ones, the register
 state machine to ``stale-read``; the broker bugs are accepted here (a node gets the whole ``--bug``
 list) and ignored by this package.
+
+``lease-wall-clock`` turns leader leases on (``RaftConfig.lease_reads``) and measures them on the
+clock the timers read (``now``: the wall clock under ``clock.source=wall``) instead of the
+monotonic one: a step back of the old leader's wall clock (a negative bump, or the reset after a
+positive one) stretches its lease past the election of the next leader, and it answers stale
+reads (linearizability); without clock faults it is as correct as the monotonic lease.
 """
 
 from __future__ import annotations

@@ -30,8 +30,9 @@ node setting ``clock.source`` chooses: ``wall`` (the default, ``time.time_ns()``
 ``Time.milliseconds()``: a wall-clock step, or libfaketime, fires elections and expires fetch and
 broker sessions early, or delays them) or ``monotonic`` (``time.monotonic_ns()``). On the wall
 clock the loop timer never sleeps longer than ``WALL_POLL_S``, so a step of the clock is seen
-within that long (the loop's own sleeps are monotonic). The driver's own plumbing (stale
-requests on a peer's queue) always uses the monotonic clock.
+within that long (the loop's own sleeps are monotonic), and an input that finds the clock
+stepped since the last one first fires the timers the step made due (``NodeDriver._clocks``).
+The driver's own plumbing (stale requests on a peer's queue) always uses the monotonic clock.
 
 Two listeners: the controller listener takes raft RPCs (Kafka-framed, api keys from
 ``nodes.raft.API_KEYS``, body ``nodes.raft.encode(message)``) and, on a broker, the node-to-node
@@ -137,6 +138,7 @@ EXIT_OK = 0
 EXIT_STORAGE = 1  # cannot start or keep running: data directory, port in use, I/O error
 EXIT_FATAL = 3  # the raft core stopped on an illegal state (a safety violation)
 WALL_POLL_S = 0.1  # on the wall clock (clock.source=wall), the longest the timer sleeps before looking again
+WALL_STEP_NS = 50_000_000  # a change of wall minus monotonic time larger than this between inputs is a step
 
 _RESPONSE_FOR: dict[type, type] = {
     VoteRequest: VoteResponse,
@@ -304,6 +306,7 @@ class NodeDriver:
         self.monotonic = monotonic
         self.wall_clock = wall_clock
         self._poll_s = WALL_POLL_S if config.clock_source == "wall" else None
+        self._skew: int | None = None  # wall minus monotonic at the last input (clock.source=wall)
         self.rng = rng if rng is not None else random.Random(config.seed)
         self.log = logging.getLogger(f"nodes.{self.name}")
         directory = config.log_dir
@@ -747,7 +750,8 @@ class NodeDriver:
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._client_ops[request_id] = future
         try:
-            effects = core.submit(self.now(), request_id, f, key, value, mono=self.monotonic())
+            now, mono = self._clocks()
+            effects = core.submit(now, request_id, f, key, value, mono=mono)
         except CommandError as exc:
             del self._client_ops[request_id]
             return encode_kv_reply("fail", None, f"bad-request: {exc}", None, self.name)
@@ -766,11 +770,27 @@ class NodeDriver:
     def _call(self, method: Callable[..., list[Any]], *args: Any) -> None:
         """Feed one input to the core (``method(now, *args, mono=…)``) and apply what it returns."""
         try:
-            effects = method(self.now(), *args, mono=self.monotonic())
+            now, mono = self._clocks()
+            effects = method(now, *args, mono=mono)
         except Exception as exc:
             self._internal_error(exc)
             return
         self._step(effects)
+
+    def _clocks(self) -> tuple[int, int]:
+        """(now, mono) for the next input. On the wall clock, a step since the last input (the wall clock moved
+        against the monotonic one by more than ``WALL_STEP_NS``) first fires the timers it made due, as the
+        simulator does at the instant of a clock fault; else an input that arrives first (a fetch answer)
+        could re-arm a timer the step had already expired."""
+        now, mono = self.now(), self.monotonic()
+        if self._poll_s is None:
+            return now, mono
+        skew, last = now - mono, self._skew
+        self._skew = skew
+        core = self.core
+        if last is not None and abs(skew - last) > WALL_STEP_NS and core is not None:
+            self._step(core.tick(now, mono=mono))  # an exception here is the caller's internal error
+        return now, mono
 
     def _internal_error(self, exc: Exception) -> None:
         self.log.error("the core raised %r", exc, exc_info=exc)
