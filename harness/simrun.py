@@ -20,6 +20,7 @@ from harness.interpreter import SCHEDULE_FORMAT
 from harness.sim.cluster import MODES, SimPlan, SimResult, Simulation, mode_error
 from harness.spec import SpecError, TestSpec
 from harness.store import write_json, write_jsonl
+from nodes.runtime.config import CLOCK_SOURCES
 from workloads.registry import WORKLOADS
 
 CHECK_TIME_LIMIT = 120.0
@@ -112,6 +113,10 @@ def from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) -> tuple[T
     stored = {attr: doc[key] for key, attr in _STORED_OPTIONS.items() if key in doc and workload == "queue"}
     if "acks" in stored:
         stored["acks"] = {-1: "all", 1: "1", 0: "0"}.get(stored["acks"], str(stored["acks"]))
+    # runs stored before "clock-source": with "clocks": "wall" the nodes' timers ran on the true time
+    clock_source = str(doc.get("clock-source", "monotonic" if modes["clocks"] == "wall" else "wall"))
+    if clock_source not in CLOCK_SOURCES:
+        raise InputError(f"schedule.json: unknown clock-source {clock_source!r} (one of {', '.join(CLOCK_SOURCES)})")
     try:
         spec = TestSpec(
             workload=workload,
@@ -122,6 +127,8 @@ def from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) -> tuple[T
             bugs=tuple(doc.get("bugs", [])) if bugs is None else tuple(bugs),
             nemeses=tuple(sorted({e["package"] for e in doc["nemesis"]})),
             fsync_delay=int(doc.get("fsync-delay-ms", 0)),
+            clock_source=clock_source,
+            lease_reads=bool(doc.get("lease-reads", False)),
             **stored,
         )
     except (SpecError, TypeError, ValueError) as e:

@@ -19,6 +19,7 @@ from harness.backends import registry
 from harness.nemesis.partitions import KINDS
 from harness.nemesis.schedule import ALL, PACKAGES, parse_nemeses, parse_partition_kinds
 from harness.streams import stream
+from nodes.runtime.config import CLOCK_SOURCES
 
 if TYPE_CHECKING:
     from workloads.protocol import Workload
@@ -68,6 +69,8 @@ class TestSpec:
     name: str = ""  # in the store; "" → WORKLOAD-BACKEND
     settle: float = 0.0  # replays of simulator runs: seconds from the heal to the final reads
     rate: float = 100.0  # client operations per second, all threads together (Jepsen's stagger)
+    clock_source: str = "wall"  # the nodes' `clock.source`: what their timers read (wall or monotonic)
+    lease_reads: bool = False  # leader leases: the leader answers reads from its state while its lease lasts
 
     def __post_init__(self) -> None:
         problem = self.problem()
@@ -142,6 +145,8 @@ class TestSpec:
             return f"settle must be 0 or more seconds, got {self.settle}"
         if not 0 < self.rate <= 100_000:
             return f"rate must be a positive number of operations per second, got {self.rate}"
+        if self.clock_source not in CLOCK_SOURCES:
+            return f"--clock-source must be one of {', '.join(CLOCK_SOURCES)}, got {self.clock_source!r}"
         if self.backend == "ssh" and not self.ssh_hosts:
             return "--backend ssh needs --ssh-hosts FILE"
         if self.backend not in ("sim", "ssh") and self.ssh_hosts:
@@ -262,6 +267,8 @@ class TestSpec:
             "check-time-limit": self.check_time_limit,
             **({"settle-seconds": self.settle} if self.settle else {}),
             **({"rate": self.rate} if self.rate != 100.0 else {}),
+            "clock-source": self.clock_source,
+            **({"lease-reads": True} if self.lease_reads else {}),
         }
 
     @classmethod
@@ -309,6 +316,8 @@ class TestSpec:
         take("ssh-known-hosts", "ssh_known_hosts", str)
         take("settle-seconds", "settle", float)
         take("rate", "rate", float)
+        take("clock-source", "clock_source", str)
+        take("lease-reads", "lease_reads", _bool)
         if "replication_factor" not in out and out.get("workload") == "queue":
             out["replication_factor"] = min(d["replication_factor"].default, out.get("nodes", d["nodes"].default))
         try:

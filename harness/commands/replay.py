@@ -136,6 +136,9 @@ def replay_spec(plan: Plan, args: argparse.Namespace, backend: str) -> TestSpec:
         # the simulator's crashes lose unsynced writes: so do the replay's kills, unless told otherwise
         lose_unsynced=not args.keep_unsynced and (plan.source_backend == "sim" or bool(test.get("lose-unsynced"))),
         fsync_delay=_fsync_delay(args, test),
+        # runs stored before clock.source ran their nodes' timers on the monotonic clock
+        clock_source=str(test.get("clock-source", "monotonic")),
+        lease_reads=bool(test.get("lease-reads", False)),
         settle=plan.settle if getattr(args, "settle", None) is None else args.settle,
         name=getattr(args, "name", None) or f"{test.get('name', 'run')}-replay-{backend}",
         **queue,

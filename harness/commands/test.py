@@ -80,6 +80,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "its 1-10 ms); with --lose-unsynced a kill in that window loses appends the followers already hold "
         "(default 0)",
     )
+    p.add_argument(
+        "--clock-source",
+        default="wall",
+        choices=("wall", "monotonic"),
+        help="the clock the nodes' timers read (node setting clock.source): wall (default; as Kafka's "
+        "Time.milliseconds(), so clock faults move elections, sessions and timeouts) or monotonic",
+    )
+    p.add_argument(
+        "--lease-reads",
+        action="store_true",
+        help="leader leases: the leader answers register reads from its state, without a log round trip, while "
+        "its lease lasts (the election timeout less a drift margin, on the monotonic clock, from the last fetch "
+        "round a majority acknowledged); off by default. The seeded bug lease-wall-clock turns them on",
+    )
     q = p.add_argument_group("queue workload (Kafka's safe profile by default: any anomaly is a finding)")
     q.add_argument("--acks", default="all", choices=("all", "1", "0"), help="producer acks (default all)")
     q.add_argument("--min-isr", type=int, default=2, metavar="N", help="min.insync.replicas (default 2)")
@@ -175,6 +189,10 @@ def reproduce_command(spec: TestSpec) -> str:
         parts.append("--lose-unsynced")
     if spec.fsync_delay:
         parts += ["--fsync-delay", str(spec.fsync_delay)]
+    if spec.clock_source != "wall":
+        parts += ["--clock-source", spec.clock_source]
+    if spec.lease_reads:
+        parts.append("--lease-reads")
     if spec.backend == "ssh":
         parts += ["--ssh-hosts", str(spec.ssh_hosts), "--ssh-user", spec.ssh_user]
         parts += ["--ssh-key", spec.ssh_key] if spec.ssh_key else []

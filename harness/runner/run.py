@@ -161,6 +161,8 @@ def _assemble(
             **(broker_properties(workload.options()) if brokers else {}),
             **({"kraftwerk.volatile.writes": "true"} if args.lose_unsynced else {}),
             **({"kraftwerk.fsync.delay.ms": str(args.fsync_delay)} if args.fsync_delay else {}),
+            "clock.source": args.clock_source,
+            **({"kraftwerk.lease.reads": "true"} if args.lease_reads else {}),
         },
     )
     partition = backend.partition_nemesis(hosts) if "partition" in args.nemeses else None

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from harness.interpreter import SCHEDULE_FORMAT, Core, client_phase
@@ -121,6 +121,8 @@ class SimResult:
             "links": plan.links,
             "start": plan.start,
             "clocks": plan.clocks,
+            "clock-source": spec.clock_source,
+            **({"lease-reads": True} if spec.lease_reads else {}),
             **self.workload_options,
             "nemesis": self.schedule,
             "ops": self.ops,
@@ -148,7 +150,7 @@ class Simulation:
         self.final_end = 0
         self.node_ids = list(range(1, spec.nodes + 1))
         self.names = [f"n{i}" for i in self.node_ids]
-        config = RAFT_CONFIG
+        config = replace(RAFT_CONFIG, lease_reads=spec.lease_reads)
         self.workload = spec.make_workload(self.names, TIMEOUT_MS / 1000)
         brokers = self.workload.api == "kafka"
         broker_config = BrokerConfig(
@@ -186,7 +188,7 @@ class Simulation:
                 make,
                 stream("disk", seed, i, node_rng.random()),
                 disk_latency_ms=(1.0 + spec.fsync_delay, 10.0 + spec.fsync_delay),
-                timers_follow_clock=plan.clocks == "timers",
+                timers_follow_clock=plan.clocks == "timers" or spec.clock_source == "wall",
             )
         self.transport = SimTransport(self)
         # no nemesis thread: the simulator's faults come from the scheduler, at the schedule's times

@@ -4,10 +4,12 @@ The driver applies the core's effects in order: sends go through the simulated
 network, the quorum state is written durably at once, log writes land in the
 page cache and become durable when a flush completes. Crashes drop the page
 cache; pauses queue every input until resume. The node's wall clock may be offset
-and drift: it stamps the node's events, while the core runs on the true
-(monotonic) time, as the runtime driver runs it on `time.monotonic_ns()`, which
-libfaketime leaves alone. Runs stored before that (`"clocks": "timers"`) ran the
-core on the skewed clock, so a clock fault moved its timers; they replay so.
+and drift (the clock faults): it stamps the node's events and, with the node setting
+`clock.source=wall` (the default, as the runtime driver reads `time.time_ns()`, which
+libfaketime moves), the core's timers follow it; with `clock.source=monotonic` the core runs on
+the true time, as the runtime driver on `time.monotonic_ns()`, which libfaketime leaves alone.
+Runs stored with `"clocks": "timers"` ran the core on the skewed clock too; runs stored with
+`"clocks": "wall"` and no `"clock-source"` ran it on the true time; both replay so.
 """
 
 from __future__ import annotations
@@ -87,7 +89,8 @@ class SimNode:
         return now + self.clock_offset + (now * self.drift_ppm) // 1_000_000
 
     def core_now(self) -> int:
-        """The time the core runs on: the true time, or the wall clock for runs stored with "clocks": "timers"."""
+        """The time the core's timers run on: the wall clock (clock.source=wall, or runs stored with "clocks":
+        "timers"), or the true time."""
         return self.local_now() if self.timers_follow_clock else self.sched.now
 
     def to_global(self, local: int) -> int:
@@ -107,7 +110,7 @@ class SimNode:
         self.generation += 1
         self._timer_at = None
         now = self.core_now()
-        check_crc = SKIP_CRC not in getattr(self.sim.opts, "bugs", ())
+        check_crc = SKIP_CRC not in self.sim.spec.bugs
         log, seen_end = self.disk.recover(check_crc)
         # records lost inside the log: the node may not vote until it has them again (as the runtime driver)
         persisted = with_repair(self.disk.quorum_state, *(seen_end or (None, 0)))
@@ -115,9 +118,9 @@ class SimNode:
             self.disk.persist_quorum_state(persisted)
         if self.partitions:
             logs = {tp: d.recover(check_crc)[0] for tp, d in self.partitions.items()}
-            self.apply(self.core.start(now, persisted, log, logs))  # type: ignore[call-arg]
+            self.apply(self.core.start(now, persisted, log, logs, mono=self.sched.now))  # type: ignore[call-arg]
         else:
-            self.apply(self.core.start(now, persisted, log))
+            self.apply(self.core.start(now, persisted, log, mono=self.sched.now))
 
     def log_files(self) -> list[tuple[str, Disk]]:
         """The node's log files by their names in a real data directory: the raft log, then partition logs."""
@@ -176,20 +179,20 @@ class SimNode:
         if not self._ready(self.deliver, (src, message, reply_ctx, generation)):
             return
         assert self.core is not None
-        self.apply(self.core.handle(self.core_now(), src, message, reply_ctx))
+        self.apply(self.core.handle(self.core_now(), src, message, reply_ctx, mono=self.sched.now))
 
     def client_request(self, client: Any, request_id: Any, f: str, key: str, value: Any) -> None:
         if not self._ready(self.client_request, (client, request_id, f, key, value)):
             return
         assert self.core is not None
-        self.apply(self.core.submit(self.core_now(), request_id, f, key, value))
+        self.apply(self.core.submit(self.core_now(), request_id, f, key, value, mono=self.sched.now))
 
     def client_call(self, client: Any, request_id: Any, method: str, request: Any) -> None:
         """A broker client request: `method` is produce, fetch, metadata, create_topics or list_offsets."""
         if not self._ready(self.client_call, (client, request_id, method, request)):
             return
         assert self.core is not None
-        self.apply(getattr(self.core, method)(self.core_now(), request_id, request))
+        self.apply(getattr(self.core, method)(self.core_now(), request_id, request, mono=self.sched.now))
 
     def _partition_flush_done(self, generation: int, tp: Any, up_to: int) -> None:
         if generation != self.generation or not self.alive:
@@ -203,7 +206,7 @@ class SimNode:
     def _partition_flushed_notify(self, generation: int, tp: Any, up_to: int) -> None:
         if generation != self.generation or self.core is None:
             return
-        self.apply(self.core.partition_flushed(self.core_now(), tp, up_to))  # type: ignore[attr-defined]
+        self.apply(self.core.partition_flushed(self.core_now(), tp, up_to, mono=self.sched.now))  # type: ignore[attr-defined]
 
     def _flush_done(self, generation: int, up_to: int) -> None:
         if generation != self.generation or not self.alive:
@@ -217,7 +220,7 @@ class SimNode:
     def _flushed_notify(self, generation: int, up_to: int) -> None:
         if generation != self.generation or self.core is None:
             return
-        self.apply(self.core.flushed(self.core_now(), up_to))
+        self.apply(self.core.flushed(self.core_now(), up_to, mono=self.sched.now))
 
     def _tick(self, token: int) -> None:
         if token != self._timer_token or not self.alive:
@@ -226,7 +229,7 @@ class SimNode:
         if self.paused:
             return  # resume() re-arms the timer
         assert self.core is not None
-        self.apply(self.core.tick(self.core_now()))
+        self.apply(self.core.tick(self.core_now(), mono=self.sched.now))
 
     # ------------------------------------------------------------------ effects
     def apply(self, effects: list[Any]) -> None:

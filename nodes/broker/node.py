@@ -1,7 +1,8 @@
 """BrokerNode: one combined KRaft-style node — raft quorum voter, register service, metadata
 controller and broker — behind a single sans-IO driver API.
 
-Driver inputs (``now`` is int ns, as for :class:`~nodes.raft.RaftNode`):
+Driver inputs (``now`` is int ns, as for :class:`~nodes.raft.RaftNode`; each also takes the
+driver's monotonic clock as ``mono``, passed on to the quorum core):
 
 * ``start(now, quorum_state, log, partition_logs)`` — once, with what is on disk;
 * ``handle(now, src, message, reply_ctx)`` — a raft RPC or a broker message from node ``src``;
@@ -129,6 +130,7 @@ class BrokerNode:
         self.replicas = ReplicaManager(self, self.broker_config, self.bugs, raft_config.lazy_flush_interval_ms)
         self.lifecycle = BrokerLifecycle(self, self.broker_config, self.incarnation, endpoint)
         self._now = 0
+        self._mono = 0  # the driver's monotonic clock at this input (leader leases), `now` when not given
         self._out: list[Any] = []
         self._started = False
         self._failed: str | None = None
@@ -183,6 +185,8 @@ class BrokerNode:
         persisted: QuorumState | None = None,
         log: Iterable[Record] = (),
         partition_logs: Mapping[TopicPartition, Iterable[Batch]] | None = None,
+        *,
+        mono: int | None = None,
     ) -> list[Any]:
         """Begin from the durable quorum state, raft log and partition logs (all as recovered)."""
         if self._started:
@@ -192,27 +196,29 @@ class BrokerNode:
 
         def begin() -> None:
             self.replicas.load(partition_logs or {}, now)
-            self._absorb(self.kv.start(now, persisted, records))
+            self._absorb(self.kv.start(now, persisted, records, mono=self._mono))
 
-        return self._run(now, begin)
+        return self._run(now, begin, mono=mono)
 
-    def handle(self, now: int, src: int, message: Any, reply_ctx: Any = None) -> list[Any]:
+    def handle(self, now: int, src: int, message: Any, reply_ctx: Any = None, *, mono: int | None = None) -> list[Any]:
         """A message from node ``src``; responses go back as ``Send(src, response, reply_ctx)``."""
-        return self._run(now, self._dispatch, src, message, reply_ctx)
+        return self._run(now, self._dispatch, src, message, reply_ctx, mono=mono)
 
-    def tick(self, now: int) -> list[Any]:
-        return self._run(now, lambda: self._absorb(self.kv.tick(now)))
+    def tick(self, now: int, *, mono: int | None = None) -> list[Any]:
+        return self._run(now, lambda: self._absorb(self.kv.tick(now, mono=self._mono)), mono=mono)
 
-    def flushed(self, now: int, offset: int) -> list[Any]:
+    def flushed(self, now: int, offset: int, *, mono: int | None = None) -> list[Any]:
         """A raft-log Flush completed: records below ``offset`` are durable."""
-        return self._run(now, lambda: self._absorb(self.kv.flushed(now, offset)))
+        return self._run(now, lambda: self._absorb(self.kv.flushed(now, offset, mono=self._mono)), mono=mono)
 
-    def partition_flushed(self, now: int, partition: TopicPartition, offset: int) -> list[Any]:
+    def partition_flushed(
+        self, now: int, partition: TopicPartition, offset: int, *, mono: int | None = None
+    ) -> list[Any]:
         """A FlushPartition completed: ``partition``'s log below ``offset`` is durable."""
-        return self._run(now, self.replicas.partition_flushed, partition, offset)
+        return self._run(now, self.replicas.partition_flushed, partition, offset, mono=mono)
 
-    def resign(self, now: int) -> list[Any]:
-        return self._run(now, lambda: self._absorb(self.kv.resign(now)))
+    def resign(self, now: int, *, mono: int | None = None) -> list[Any]:
+        return self._run(now, lambda: self._absorb(self.kv.resign(now, mono=self._mono)), mono=mono)
 
     def next_deadline(self) -> int | None:
         """Earliest time (ns) at which :meth:`tick` has work, or None."""
@@ -230,11 +236,15 @@ class BrokerNode:
 
     # ------------------------------------------------------------------ client calls
 
-    def submit(self, now: int, request_id: Any, f: str, key: str, value: Any = None) -> list[Any]:
+    def submit(
+        self, now: int, request_id: Any, f: str, key: str, value: Any = None, *, mono: int | None = None
+    ) -> list[Any]:
         """A register operation, exactly as :meth:`nodes.kv.KVNode.submit`."""
-        return self._run(now, lambda: self._absorb(self.kv.submit(now, request_id, f, key, value)))
+        return self._run(
+            now, lambda: self._absorb(self.kv.submit(now, request_id, f, key, value, mono=self._mono)), mono=mono
+        )
 
-    def produce(self, now: int, request_id: Any, request: ProduceRequest) -> list[Any]:
+    def produce(self, now: int, request_id: Any, request: ProduceRequest, *, mono: int | None = None) -> list[Any]:
         """ClientResponse(request_id, ProduceResponse) follows, maybe later; none for acks=0."""
 
         def run() -> None:
@@ -244,21 +254,30 @@ class BrokerNode:
                 lambda reason: self.emit(CloseClientConnection(request_id, reason)),
             )
 
-        return self._run(now, run)
+        return self._run(now, run, mono=mono)
 
-    def fetch(self, now: int, request_id: Any, request: FetchRecordsRequest) -> list[Any]:
+    def fetch(self, now: int, request_id: Any, request: FetchRecordsRequest, *, mono: int | None = None) -> list[Any]:
         """ClientResponse(request_id, FetchRecordsResponse) follows, maybe after max_wait_ms."""
-        return self._run(now, self.replicas.fetch_messages, request, lambda r: self.emit(ClientResponse(request_id, r)))
+        respond = lambda r: self.emit(ClientResponse(request_id, r))  # noqa: E731
+        return self._run(now, self.replicas.fetch_messages, request, respond, mono=mono)
 
-    def list_offsets(self, now: int, request_id: Any, request: ListOffsetsRequest) -> list[Any]:
-        return self._run(now, lambda: self.emit(ClientResponse(request_id, self.replicas.list_offsets(request))))
-
-    def metadata(self, now: int, request_id: Any, request: MetadataRequest | None = None) -> list[Any]:
+    def list_offsets(
+        self, now: int, request_id: Any, request: ListOffsetsRequest, *, mono: int | None = None
+    ) -> list[Any]:
         return self._run(
-            now, lambda: self.emit(ClientResponse(request_id, self._metadata(request or MetadataRequest())))
+            now, lambda: self.emit(ClientResponse(request_id, self.replicas.list_offsets(request))), mono=mono
         )
 
-    def create_topics(self, now: int, request_id: Any, request: CreateTopicsRequest) -> list[Any]:
+    def metadata(
+        self, now: int, request_id: Any, request: MetadataRequest | None = None, *, mono: int | None = None
+    ) -> list[Any]:
+        return self._run(
+            now, lambda: self.emit(ClientResponse(request_id, self._metadata(request or MetadataRequest()))), mono=mono
+        )
+
+    def create_topics(
+        self, now: int, request_id: Any, request: CreateTopicsRequest, *, mono: int | None = None
+    ) -> list[Any]:
         """Handled by this node's controller when it is the active one, else forwarded to the
         raft leader; NOT_CONTROLLER per topic when no leader is known, REQUEST_TIMED_OUT if the
         forwarded request is not answered within ``timeout_ms``."""
@@ -274,7 +293,7 @@ class BrokerNode:
             self._forwarded[correlation] = (request_id, request, deadline)
             self.send(controller, replace(request, correlation=correlation))
 
-        return self._run(now, run)
+        return self._run(now, run, mono=mono)
 
     # ------------------------------------------------------------------ views
 
@@ -307,12 +326,13 @@ class BrokerNode:
 
     # ------------------------------------------------------------------ step plumbing
 
-    def _run(self, now: int, fn: Callable[..., None], *args: Any) -> list[Any]:
+    def _run(self, now: int, fn: Callable[..., None], *args: Any, mono: int | None = None) -> list[Any]:
         if self._failed is not None:
             return []
         if not self._started:
             raise RuntimeError("call start() before any other input")
         self._now = now
+        self._mono = now if mono is None else mono
         out: list[Any] = []
         self._out = out
         try:
@@ -378,7 +398,9 @@ class BrokerNode:
         self._op_seq += 1
         self._controller_ops[self._op_seq] = done
         request_id = ControllerAppend(self._op_seq)
-        self._absorb(self.kv.translate(self.raft.append(self._now, encode_metadata(records), request_id)))
+        self._absorb(
+            self.kv.translate(self.raft.append(self._now, encode_metadata(records), request_id, mono=self._mono))
+        )
 
     def _expire_forwarded(self, now: int) -> None:
         for correlation in [c for c, (_, _, deadline) in self._forwarded.items() if now >= deadline]:
@@ -393,7 +415,7 @@ class BrokerNode:
 
     def _dispatch(self, src: int, message: Any, ctx: Any) -> None:
         if isinstance(message, RAFT_MESSAGES):
-            self._absorb(self.kv.handle(self._now, src, message, ctx))
+            self._absorb(self.kv.handle(self._now, src, message, ctx, mono=self._mono))
         elif isinstance(message, FetchRecordsRequest):
             self.replicas.fetch_messages(message, lambda response: self.send(src, response, ctx))
         elif isinstance(message, FetchRecordsResponse):

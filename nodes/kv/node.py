@@ -1,9 +1,12 @@
 """KVNode: a linearizable register service on top of :class:`~nodes.raft.RaftNode` (sans-IO).
 
 Every operation, reads included, is appended to the log by the leader and answered after it
-commits and is applied, so reads are linearizable without any clock or lease. A non-leader
-answers ``fail``/``not-leader`` naming the leader it knows. With the ``stale-read`` bug any node
-answers reads at once from its local registers.
+commits and is applied, so reads are linearizable without any clock. With leader leases
+(``RaftConfig.lease_reads``, off by default) the leader answers a read from its registers at
+once while its lease holds (:meth:`~nodes.raft.RaftNode.lease_holds`, measured on the driver's
+monotonic clock ``mono``), and through the log otherwise. A non-leader answers
+``fail``/``not-leader`` naming the leader it knows. With the ``stale-read`` bug any node answers
+reads at once from its local registers; with ``lease-wall-clock`` the lease is read on ``now``.
 
 The driver API is RaftNode's (``start``, ``handle``, ``tick``, ``flushed``, ``resign``,
 ``next_deadline``) plus :meth:`KVNode.submit`; effects are RaftNode's except that raft
@@ -52,27 +55,33 @@ class KVNode:
 
     # -- driver inputs (delegated)
 
-    def start(self, now: int, persisted: QuorumState | None = None, log: Iterable[Record] = ()) -> list[KVEffect]:
-        return self._translate(self.raft.start(now, persisted, log))
+    def start(
+        self, now: int, persisted: QuorumState | None = None, log: Iterable[Record] = (), *, mono: int | None = None
+    ) -> list[KVEffect]:
+        return self._translate(self.raft.start(now, persisted, log, mono=mono))
 
-    def handle(self, now: int, src: int, message: Message, reply_ctx: Any = None) -> list[KVEffect]:
-        return self._translate(self.raft.handle(now, src, message, reply_ctx))
+    def handle(
+        self, now: int, src: int, message: Message, reply_ctx: Any = None, *, mono: int | None = None
+    ) -> list[KVEffect]:
+        return self._translate(self.raft.handle(now, src, message, reply_ctx, mono=mono))
 
-    def tick(self, now: int) -> list[KVEffect]:
-        return self._translate(self.raft.tick(now))
+    def tick(self, now: int, *, mono: int | None = None) -> list[KVEffect]:
+        return self._translate(self.raft.tick(now, mono=mono))
 
-    def flushed(self, now: int, offset: int) -> list[KVEffect]:
-        return self._translate(self.raft.flushed(now, offset))
+    def flushed(self, now: int, offset: int, *, mono: int | None = None) -> list[KVEffect]:
+        return self._translate(self.raft.flushed(now, offset, mono=mono))
 
-    def resign(self, now: int) -> list[KVEffect]:
-        return self._translate(self.raft.resign(now))
+    def resign(self, now: int, *, mono: int | None = None) -> list[KVEffect]:
+        return self._translate(self.raft.resign(now, mono=mono))
 
     def next_deadline(self) -> int | None:
         return self.raft.next_deadline()
 
     # -- client operations
 
-    def submit(self, now: int, request_id: Any, f: str, key: str, value: Any = None) -> list[KVEffect]:
+    def submit(
+        self, now: int, request_id: Any, f: str, key: str, value: Any = None, *, mono: int | None = None
+    ) -> list[KVEffect]:
         """Start ``read``/``write``/``cas`` on ``key``; a ClientReply for ``request_id`` follows.
 
         Raises :class:`~nodes.kv.commands.CommandError` for a malformed operation.
@@ -80,7 +89,9 @@ class KVNode:
         command = Command(f, key, value)
         if f == "read" and STALE_READ in self.bugs:
             return [ClientReply(request_id, OK, self.machine.read(key))]  # the bug: no leadership/commit check
-        return self._translate(self.raft.append(now, encode_command(command), request_id))
+        if f == "read" and self.raft.lease_holds(now, mono=mono):
+            return [ClientReply(request_id, OK, self.machine.read(key), None, self.node_id)]
+        return self._translate(self.raft.append(now, encode_command(command), request_id, mono=mono))
 
     # -- plumbing
 

@@ -4,6 +4,12 @@ Each name turns on one known-wrong behaviour. The raft core reacts to the raft o
 state machine to ``stale-read``; the broker bugs are accepted here (a node gets the whole ``--bug``
 list) and ignored by this package. ``skip-crc`` is a storage bug: the drivers' recovery
 (``records.recover``, ``broker.batch.recover_batches``) trusts the log without checking CRCs.
+
+``lease-wall-clock`` turns leader leases on (``RaftConfig.lease_reads``) and measures them on the
+clock the timers read (``now``: the wall clock under ``clock.source=wall``) instead of the
+monotonic one: a step back of the old leader's wall clock (a negative bump, or the reset after a
+positive one) stretches its lease past the election of the next leader, and it answers stale
+reads (linearizability); without clock faults it is as correct as the monotonic lease.
 """
 
 from __future__ import annotations
@@ -16,8 +22,11 @@ VOTE_IGNORES_LOG = "vote-ignores-log"
 STALE_READ = "stale-read"
 COMMIT_OLD_EPOCH = "commit-old-epoch"
 LAZY_FLUSH = "lazy-flush"
+LEASE_WALL_CLOCK = "lease-wall-clock"
 
-RAFT_BUGS = frozenset({FORGET_VOTE, RESTART_AS_LEADER, VOTE_IGNORES_LOG, COMMIT_OLD_EPOCH, LAZY_FLUSH})
+RAFT_BUGS = frozenset(
+    {FORGET_VOTE, RESTART_AS_LEADER, VOTE_IGNORES_LOG, COMMIT_OLD_EPOCH, LAZY_FLUSH, LEASE_WALL_CLOCK}
+)
 KV_BUGS = frozenset({STALE_READ})
 BROKER_BUGS = frozenset({"hw-from-leader", "no-truncate", "stale-leader-produce"})
 SKIP_CRC = "skip-crc"

@@ -78,6 +78,7 @@ _SPECS: tuple[tuple[type, int, tuple[tuple[str, str], ...]], ...] = (
             ("fetch_offset", "i64"),
             ("last_fetched_epoch", "i32"),
             ("max_wait_ms", "i32"),
+            ("lease_token", "oi64"),
         ),
     ),
     (
@@ -91,6 +92,7 @@ _SPECS: tuple[tuple[type, int, tuple[tuple[str, str], ...]], ...] = (
             ("records", "records"),
             ("diverging_epoch", "oi32"),
             ("diverging_end_offset", "oi64"),
+            ("lease_token", "oi64"),
         ),
     ),
     (DescribeQuorumRequest, 9, ()),

@@ -25,6 +25,10 @@ class RaftConfig:
     ``request_timeout_ms`` defaults to 1000 (Kafka: 2000) so that a lost Fetch is retried before
     ``fetch_timeout_ms`` expires; the core has no other way to learn that a message was lost.
     ``lazy_flush_interval_ms`` is used only with the ``lazy-flush`` bug.
+
+    ``lease_reads``: the leader answers reads from its state, without a log round trip, while its
+    lease lasts: ``election_timeout_ms - lease_drift_margin_ms`` on the monotonic clock from the
+    last fetch round a majority acknowledged (``node.py``, "Leader leases"). Off by default.
     """
 
     election_timeout_ms: int = 1000
@@ -36,6 +40,8 @@ class RaftConfig:
     fetch_max_records: int = 256
     pre_vote: bool = False
     lazy_flush_interval_ms: int = 1000
+    lease_reads: bool = False
+    lease_drift_margin_ms: int = 100
 
     def __post_init__(self) -> None:
         for name in (
@@ -50,5 +56,15 @@ class RaftConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"RaftConfig.{name} must be a positive int, got {value!r}")
+        margin = self.lease_drift_margin_ms
+        if not isinstance(margin, int) or isinstance(margin, bool) or not 0 <= margin < self.election_timeout_ms:
+            raise ValueError(
+                f"RaftConfig.lease_drift_margin_ms must be an int in [0, election_timeout_ms), got {margin!r}"
+            )
         if not isinstance(self.fetch_max_wait_ms, int) or self.fetch_max_wait_ms < 0:
             raise ValueError(f"RaftConfig.fetch_max_wait_ms must be an int >= 0, got {self.fetch_max_wait_ms!r}")
+
+    @property
+    def lease_ns(self) -> int:
+        """How long a leader's read lease lasts from the fetch round that granted it, in ns."""
+        return (self.election_timeout_ms - self.lease_drift_margin_ms) * MS

@@ -32,6 +32,8 @@ class LeaderState:
         self.require_current_epoch = require_current_epoch
         self.end_offsets: dict[int, int | None] = {v: None for v in self.voters}
         self.last_fetch: dict[int, int | None] = {v: None for v in self.voters if v != local_id}
+        # leader leases: the highest lease token each other voter echoed (see node.py)
+        self.lease_tokens: dict[int, int] = {}
         self._grace_start = now
         self.high_watermark: int | None = None
         self._deadline_cache: tuple[int, int] | None = None  # (fetch timeout, deadline)
@@ -50,6 +52,21 @@ class LeaderState:
         if replica_id in self.last_fetch:
             self.last_fetch[replica_id] = now
             self._deadline_cache = None
+
+    def record_lease(self, replica_id: int, token: int) -> None:
+        """A voter echoed ``token``: it received an answer sent at that time and promised not to vote before
+        a minimum election timeout has passed."""
+        if replica_id in self.last_fetch:
+            self.lease_tokens[replica_id] = max(token, self.lease_tokens.get(replica_id, token))
+
+    def lease_start(self) -> int | None:
+        """The time a majority (this leader included) last acknowledged: the (majority - 1)-th highest token
+        of the other voters; None without such a majority. A single voter needs nobody (its lease never ends)."""
+        need = self.majority - 1
+        if need == 0:
+            return None
+        tokens = sorted(self.lease_tokens.values(), reverse=True)
+        return tokens[need - 1] if len(tokens) >= need else None
 
     def update_replica(self, replica_id: int, fetch_offset: int) -> bool:
         """A voter fetched at a valid position ``fetch_offset``; returns True if the HW rose."""

@@ -73,13 +73,15 @@ class EndQuorumEpochResponse:
 @dataclass(frozen=True, slots=True)
 class FetchRequest:
     """Follower pull: "send me records from ``fetch_offset``; my last record has epoch
-    ``last_fetched_epoch``". The leader may hold it up to ``max_wait_ms`` if there is nothing new."""
+    ``last_fetched_epoch``". The leader may hold it up to ``max_wait_ms`` if there is nothing new.
+    ``lease_token`` (leader leases) echoes the highest ``lease_token`` of the leader's answers received."""
 
     epoch: int
     replica_id: int
     fetch_offset: int
     last_fetched_epoch: int
     max_wait_ms: int = 0
+    lease_token: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,7 @@ class FetchResponse:
 
     ``diverging_epoch``/``diverging_end_offset`` are set together (never with records): the
     follower truncates to ``min(its own end offset for that epoch, diverging_end_offset)``.
+    ``lease_token`` (leader leases): the leader's lease clock when it answered; the follower echoes it.
     """
 
     error: Error
@@ -97,6 +100,7 @@ class FetchResponse:
     records: tuple[Record, ...] = ()
     diverging_epoch: int | None = None
     diverging_end_offset: int | None = None
+    lease_token: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,23 @@ Driver contract:
 
 Inputs: :meth:`~RaftNode.start`, :meth:`~RaftNode.handle`, :meth:`~RaftNode.tick`,
 :meth:`~RaftNode.flushed`, :meth:`~RaftNode.append` (client command, leader only),
-:meth:`~RaftNode.resign` (graceful hand-off before shutdown).
+:meth:`~RaftNode.resign` (graceful hand-off before shutdown). Each also takes ``mono``, the
+driver's monotonic clock (ns), when ``now`` is a wall clock (``clock.source=wall``); left out, it
+is ``now``. Only leader leases read it.
+
+Leader leases (``RaftConfig.lease_reads``; :meth:`~RaftNode.lease_holds`): every successful
+FetchResponse carries ``lease_token``, the leader's monotonic time when it answered, and each
+follower echoes the highest token it received in its next FetchRequests. A follower that receives
+a successful FetchResponse promises, on its own monotonic clock, not to vote for anyone nor to
+stand for ``election_timeout_ms`` (the "minimum election timeout" rule of the Raft thesis,
+§4.2.3/§6.4): it answers VoteRequests of any epoch with a refusal that changes nothing, and holds
+its election timers until the promise ends; a node that (re)starts promises the same, for what it
+may have promised before it crashed. The token a follower echoes was sent no later than the
+follower received it, so once a majority (the leader included) has echoed tokens, no other leader
+can be elected until ``election_timeout_ms`` after the majority-th highest token; the lease ends
+``lease_drift_margin_ms`` before that (clock-rate drift). With the seeded bug ``lease-wall-clock``
+the tokens and the lease's end are read on ``now`` (the wall clock, by default) instead: a step
+back, or a slow clock, on the old leader stretches its lease past the next leader's election.
 """
 
 from __future__ import annotations
@@ -99,11 +115,14 @@ class RaftNode:
         self.config = config or RaftConfig()
         self.bugs = validate_bugs(bugs)
         self._lazy = B.LAZY_FLUSH in self.bugs  # appends count as durable at once (the lazy-flush bug)
+        self._lease_wall = B.LEASE_WALL_CLOCK in self.bugs  # the lease measured on `now` (the bug)
+        self._lease = self.config.lease_reads or self._lease_wall
         self._rng = rng if rng is not None else random.Random(node_id)
         self._log = RaftLog()
         self._started = False
         self._failed: str | None = None
         self._now = 0
+        self._mono = 0
         self._out: list[Effect] = []
         # election state (persisted part: epoch, leader_id, voted_for)
         self.role = Role.UNATTACHED
@@ -144,10 +163,16 @@ class RaftNode:
         # resigned
         self._preferred: tuple[int, ...] = ()
         self._eqe_unacked: set[int] = set()
+        # leader leases: a follower's promise not to vote or stand before this monotonic time, and the
+        # highest lease token of the current leader's answers it received
+        self._promise_until: int | None = None
+        self._lease_token: int | None = None
 
     # ------------------------------------------------------------------ public inputs
 
-    def start(self, now: int, persisted: QuorumState | None = None, log: Iterable[Record] = ()) -> list[Effect]:
+    def start(
+        self, now: int, persisted: QuorumState | None = None, log: Iterable[Record] = (), *, mono: int | None = None
+    ) -> list[Effect]:
         """Begin (or resume after a restart) from the durable quorum state and the recovered log.
 
         ``log`` must be what is on disk after recovery (contiguous from offset 0); all of it counts
@@ -159,32 +184,51 @@ class RaftNode:
             raise RuntimeError("start() may be called once; make a new RaftNode to restart")
         self._started = True
         records = list(log)
-        return self._run(now, self._on_start, persisted, records)
+        return self._run(now, self._on_start, persisted, records, mono=mono)
 
-    def handle(self, now: int, src: int, message: Message, reply_ctx: Any = None) -> list[Effect]:
+    def handle(
+        self, now: int, src: int, message: Message, reply_ctx: Any = None, *, mono: int | None = None
+    ) -> list[Effect]:
         """A message from node ``src``. Responses to it are ``Send(src, response, reply_ctx)``."""
-        return self._run(now, self._on_message, src, message, reply_ctx)
+        return self._run(now, self._on_message, src, message, reply_ctx, mono=mono)
 
-    def tick(self, now: int) -> list[Effect]:
+    def tick(self, now: int, *, mono: int | None = None) -> list[Effect]:
         """Fire every timer due at ``now``."""
-        return self._run(now, lambda: None)
+        return self._run(now, lambda: None, mono=mono)
 
-    def flushed(self, now: int, offset: int) -> list[Effect]:
+    def flushed(self, now: int, offset: int, *, mono: int | None = None) -> list[Effect]:
         """The driver finished a Flush: records below ``offset`` are durable."""
-        return self._run(now, self._on_flushed, offset)
+        return self._run(now, self._on_flushed, offset, mono=mono)
 
-    def append(self, now: int, payload: bytes, request_id: Any) -> list[Effect]:
+    def append(self, now: int, payload: bytes, request_id: Any, *, mono: int | None = None) -> list[Effect]:
         """Leader only: append a client command. A Reply for ``request_id`` follows (maybe later)."""
         if not isinstance(payload, bytes | bytearray):
             raise TypeError(f"payload must be bytes, got {type(payload).__name__}")
         if len(payload) > MAX_PAYLOAD:
             raise ValueError(f"payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
-        return self._run(now, self._on_append, bytes(payload), request_id)
+        return self._run(now, self._on_append, bytes(payload), request_id, mono=mono)
 
-    def resign(self, now: int) -> list[Effect]:
+    def resign(self, now: int, *, mono: int | None = None) -> list[Effect]:
         """Graceful hand-off: a leader becomes Resigned and sends EndQuorumEpoch naming its
         preferred successors (other voters by replicated offset). No-op for non-leaders."""
-        return self._run(now, self._on_resign)
+        return self._run(now, self._on_resign, mono=mono)
+
+    def lease_holds(self, now: int, *, mono: int | None = None) -> bool:
+        """May this leader answer a read from its state now, without a log round trip? True while its lease
+        lasts, once it has committed an entry of its own epoch (so its state holds every acknowledged write)."""
+        leader = self._leader
+        if not self._lease or self._failed is not None or self.role is not Role.LEADER or leader is None:
+            return False
+        hw = leader.high_watermark
+        if hw is None or hw <= leader.epoch_start_offset or self._hw < hw:
+            return False
+        if len(leader.voters) == 1:
+            return True
+        start = leader.lease_start()
+        if start is None:
+            return False
+        clock = now if self._lease_wall or mono is None else mono
+        return clock < start + self.config.lease_ns
 
     def next_deadline(self) -> int | None:
         """Earliest time (ns) at which :meth:`tick` has work, or None."""
@@ -261,12 +305,13 @@ class RaftNode:
 
     # ------------------------------------------------------------------ step plumbing
 
-    def _run(self, now: int, fn: Callable[..., None], *args: Any) -> list[Effect]:
+    def _run(self, now: int, fn: Callable[..., None], *args: Any, mono: int | None = None) -> list[Effect]:
         if self._failed is not None:
             return []
         if not self._started:
             raise RuntimeError("call start() before any other input")
         self._now = now
+        self._mono = now if mono is None else mono
         out: list[Effect] = []
         self._out = out
         try:
@@ -301,6 +346,22 @@ class RaftNode:
 
     def _timeout(self) -> int:
         return self._now + election_timeout(self.config, self._rng)
+
+    def _lease_clock(self) -> int:
+        """The clock lease tokens are read on: monotonic, or `now` with the lease-wall-clock bug."""
+        return self._now if self._lease_wall else self._mono
+
+    def _promise(self) -> None:
+        """Leader leases: promise not to vote or stand for a minimum election timeout from now (monotonic)."""
+        until = self._mono + self.config.election_timeout_ms * MS
+        if self._promise_until is None or until > self._promise_until:
+            self._promise_until = until
+
+    def _promise_left(self) -> int:
+        """Nanoseconds (monotonic) until this node's lease promise ends; 0 when it holds none."""
+        if not self._lease or self._promise_until is None:
+            return 0
+        return max(0, self._promise_until - self._mono)
 
     def _durable_end(self) -> int:
         """End offset this node may acknowledge: flushed, or everything with ``lazy-flush``."""
@@ -352,6 +413,7 @@ class RaftNode:
         self._pending = {}
         self._eqe_unacked = set()
         self._raw_hw = None
+        self._lease_token = None
         self.role, self.epoch, self.leader_id, self.voted_for = role, epoch, leader, voted
         self._emit_state()
         hint = leader if leader != self.node_id else None
@@ -411,7 +473,8 @@ class RaftNode:
             self._send(voter, request)
 
     def _stand(self, trigger: Trigger) -> None:
-        """Start an election: through pre-vote when enabled (not while repairing a damaged log)."""
+        """Start an election: through pre-vote when enabled; not while repairing a damaged log; with leader
+        leases, not before this node's promise ends (its timer is set again for then, on the timer clock)."""
         if self._repair_to:
             if self.role is Role.FOLLOWER:
                 self._fetch_deadline = self._now + fetch_timeout(self.config, self._rng)
@@ -419,6 +482,15 @@ class RaftNode:
                 self._backoff_at = self._now + binary_exponential_backoff(self.config, self._rng, self._retries)
             else:
                 self._election_at = self._timeout()
+            return
+        wait = self._promise_left()
+        if wait:
+            if self.role is Role.FOLLOWER:
+                self._fetch_deadline = self._now + wait
+            elif self.role is Role.CANDIDATE:
+                self._backoff_at = self._now + wait
+            else:
+                self._election_at = self._now + wait
             return
         if self.config.pre_vote:
             self._to_prospective(trigger)
@@ -467,6 +539,8 @@ class RaftNode:
     # ------------------------------------------------------------------ start-up
 
     def _on_start(self, persisted: QuorumState | None, records: list[Record]) -> None:
+        if self._lease:
+            self._promise()  # what it promised before a crash is forgotten: keep the longest promise anew
         self._log = RaftLog(records)
         self._flushed = self._log.end_offset
         repair_to = persisted.repair_to if persisted is not None else 0
@@ -490,7 +564,10 @@ class RaftNode:
         self._emit_state(force=True)
         if s.role is Role.CANDIDATE:
             self._retries = 1
-            self._start_vote_round()
+            if self._promise_left():
+                self._backoff_at = self._now + self._promise_left()
+            else:
+                self._start_vote_round()
         elif s.role is Role.FOLLOWER:
             self._has_fetched = False
             self._fetch_deadline = self._now + fetch_timeout(self.config, self._rng)
@@ -631,6 +708,9 @@ class RaftNode:
         if m.candidate_id not in self.voters or m.last_offset < 0 or m.last_epoch < 0 or bad_epoch:
             answer(Error.INVALID_REQUEST, False)
             return
+        if not m.pre_vote and m.candidate_id != self.node_id and self._promise_left():
+            answer(Error.NONE, False)  # leader leases: promised not to vote yet; the epoch stays as it is
+            return
         if m.epoch > self.epoch:
             self._to_unattached(Trigger.HIGHER_EPOCH, m.epoch)
         if m.candidate_id == self.node_id:
@@ -729,7 +809,11 @@ class RaftNode:
     def _fetch_answer(self, m: FetchRequest) -> FetchResponse:
         assert self._leader is not None
         records = self._log.slice(m.fetch_offset, self.config.fetch_max_records)
-        return FetchResponse(Error.NONE, self.epoch, self.node_id, self._leader.high_watermark, records)
+        hw = self._leader.high_watermark
+        return FetchResponse(Error.NONE, self.epoch, self.node_id, hw, records, lease_token=self._token())
+
+    def _token(self) -> int | None:
+        return self._lease_clock() if self._lease else None
 
     def _on_fetch_request(self, src: int, m: FetchRequest, ctx: Any) -> None:
         if m.epoch < self.epoch:
@@ -748,12 +832,16 @@ class RaftNode:
         leader = self._leader
         replica = m.replica_id
         leader.record_fetch(replica, self._now)
+        if self._lease and m.lease_token is not None:
+            leader.record_lease(replica, m.lease_token)
         self._parked.pop(replica, None)  # a newer fetch supersedes a parked one (dropped unanswered)
         epoch, end = self._log.end_offset_for_epoch(m.last_fetched_epoch)
         if epoch != m.last_fetched_epoch or end < m.fetch_offset:
             self._send(
                 src,
-                FetchResponse(Error.NONE, self.epoch, self.node_id, leader.high_watermark, (), epoch, end),
+                FetchResponse(
+                    Error.NONE, self.epoch, self.node_id, leader.high_watermark, (), epoch, end, self._token()
+                ),
                 ctx,
             )
             return
@@ -787,7 +875,12 @@ class RaftNode:
             self._request_flush()  # voters flush before their next Fetch; flushed() resumes
             return
         request = FetchRequest(
-            self.epoch, self.node_id, self._log.end_offset, self._log.last_epoch, self.config.fetch_max_wait_ms
+            self.epoch,
+            self.node_id,
+            self._log.end_offset,
+            self._log.last_epoch,
+            self.config.fetch_max_wait_ms,
+            self._lease_token,
         )
         self._send(self.leader_id, request)
         self._fetch_inflight = True
@@ -804,6 +897,12 @@ class RaftNode:
             return
         self._fetch_deadline = self._now + fetch_timeout(self.config, self._rng)
         self._has_fetched = True
+        if self._lease:
+            self._promise()
+            if m.lease_token is not None:
+                self._lease_token = max(
+                    m.lease_token, self._lease_token if self._lease_token is not None else m.lease_token
+                )
         if m.diverging_epoch is not None and m.diverging_end_offset is not None:
             self._truncate_divergent(m.diverging_epoch, m.diverging_end_offset)
         elif m.records:

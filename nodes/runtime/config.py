@@ -27,8 +27,18 @@ Accepted keys (anything else is an error naming the key):
 ``socket.request.max.bytes``                largest accepted request frame, default 100 MiB
 ``num.network.threads``                     processor threads per listener (socket I/O), default 3
 ``num.io.threads``                          request handlers per listener, default 8
+``clock.source``                            the clock the node's timers read (raft election and fetch
+                                            timeouts, broker heartbeats and sessions, purgatory
+                                            expiry): ``wall`` (default; Kafka's ``Time.milliseconds()``,
+                                            which a wall-clock step or libfaketime moves) or
+                                            ``monotonic``
 ``kraftwerk.bugs``                          comma list of seeded bug names (DESIGN.md)
 ``kraftwerk.pre.vote``                      ``true``/``false`` (KIP-996 pre-vote), default false
+``kraftwerk.lease.reads``                   ``true``: the leader answers register reads from its state
+                                            while its lease lasts (leader leases, ``RaftConfig``),
+                                            default false
+``kraftwerk.lease.drift.margin.ms``         how much shorter than the election timeout the lease
+                                            is (clock-rate drift), default 100
 ``kraftwerk.seed``                          int seed for the election-timeout RNG (default: random)
 ``kraftwerk.volatile.writes``               ``true``: keep log appends in the process until fsync, so a
                                             SIGKILL loses unsynced writes as a power loss would (a
@@ -63,6 +73,7 @@ from ..raft import RaftConfig
 from ..raft.bugs import ALL_BUGS
 
 __all__ = [
+    "CLOCK_SOURCES",
     "ConfigError",
     "Endpoint",
     "KNOWN_KEYS",
@@ -74,6 +85,7 @@ __all__ = [
 ]
 
 MAX_INT = 2**31 - 1
+CLOCK_SOURCES = ("wall", "monotonic")
 
 
 class ConfigError(ValueError):
@@ -116,6 +128,7 @@ class NodeConfig:
     fsync_delay_ms: int = 0
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     advertised_listener: Endpoint | None = None
+    clock_source: str = "wall"  # what the core's timers read: "wall" or "monotonic" (CLOCK_SOURCES)
 
     @property
     def name(self) -> str:
@@ -143,7 +156,10 @@ _DEFAULTS: dict[str, str] = {
     "kraftwerk.seed": "",
     "kraftwerk.volatile.writes": "false",
     "kraftwerk.fsync.delay.ms": "0",
+    "kraftwerk.lease.reads": "false",
+    "kraftwerk.lease.drift.margin.ms": "100",
     "advertised.listeners": "",
+    "clock.source": "wall",
 }
 _REQUIRED = ("node.id", "process.roles", "controller.quorum.voters", "listeners", "log.dirs")
 KNOWN_KEYS: frozenset[str] = frozenset(_DEFAULTS) | frozenset(_REQUIRED) | frozenset(BROKER_KEYS)
@@ -364,6 +380,10 @@ def config_from_properties(props: Mapping[str, str]) -> NodeConfig:
         # a parked Fetch must come back well before the follower's request timeout fires
         fetch_max_wait_ms=min(500, request // 2, fetch // 4),
         pre_vote=_bool("kraftwerk.pre.vote", p["kraftwerk.pre.vote"]),
+        lease_reads=_bool("kraftwerk.lease.reads", p["kraftwerk.lease.reads"]),
+        lease_drift_margin_ms=_int(
+            "kraftwerk.lease.drift.margin.ms", p["kraftwerk.lease.drift.margin.ms"], 0, max(0, election - 1)
+        ),
     )
     seed_text = p["kraftwerk.seed"].strip()
     try:
@@ -379,7 +399,11 @@ def config_from_properties(props: Mapping[str, str]) -> NodeConfig:
         advertised = adv[others[0]]
         if advertised.port == 0 or advertised.host in ("0.0.0.0", "::"):
             raise ConfigError("advertised.listeners", "needs a concrete host and port")
+    clock_source = p["clock.source"].strip().lower()
+    if clock_source not in CLOCK_SOURCES:
+        raise ConfigError("clock.source", f"expected one of {', '.join(CLOCK_SOURCES)}, got {clock_source!r}")
     return NodeConfig(
+        clock_source=clock_source,
         node_id=node_id,
         voters=voters,
         controller_listener=controller,

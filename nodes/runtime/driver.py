@@ -25,8 +25,14 @@ order** (``nodes/raft/effects.py``):
   ``Fatal`` stops the node.
 
 Timers are poll style: after every step the driver arms one loop timer at
-``core.next_deadline()``, measured on ``time.monotonic_ns()`` (a wall-clock jump does not move
-election timers), and calls ``core.tick(now)`` when it fires.
+``core.next_deadline()`` and calls ``core.tick(now)`` when it fires. ``now`` is the clock the
+node setting ``clock.source`` chooses: ``wall`` (the default, ``time.time_ns()`` as Kafka's
+``Time.milliseconds()``: a wall-clock step, or libfaketime, fires elections and expires fetch and
+broker sessions early, or delays them) or ``monotonic`` (``time.monotonic_ns()``). On the wall
+clock the loop timer never sleeps longer than ``WALL_POLL_S``, so a step of the clock is seen
+within that long (the loop's own sleeps are monotonic), and an input that finds the clock
+stepped since the last one first fires the timers the step made due (``NodeDriver._clocks``).
+The driver's own plumbing (stale requests on a peer's queue) always uses the monotonic clock.
 
 Two listeners: the controller listener takes raft RPCs (Kafka-framed, api keys from
 ``nodes.raft.API_KEYS``, body ``nodes.raft.encode(message)``) and, on a broker, the node-to-node
@@ -132,6 +138,8 @@ __all__ = ["EXIT_FATAL", "EXIT_OK", "EXIT_STORAGE", "NodeDriver", "StartupError"
 EXIT_OK = 0
 EXIT_STORAGE = 1  # cannot start or keep running: data directory, port in use, I/O error
 EXIT_FATAL = 3  # the raft core stopped on an illegal state (a safety violation)
+WALL_POLL_S = 0.1  # on the wall clock (clock.source=wall), the longest the timer sleeps before looking again
+WALL_STEP_NS = 50_000_000  # a change of wall minus monotonic time larger than this between inputs is a step
 
 _RESPONSE_FOR: dict[type, type] = {
     VoteRequest: VoteResponse,
@@ -224,7 +232,7 @@ class _Peer:
                 self.wake.clear()
                 await self.wake.wait()
             queued_at, message = self.queue.popleft()
-            if self.driver.now() - queued_at > self.timeout_ns:
+            if self.driver.monotonic() - queued_at > self.timeout_ns:
                 continue
             try:
                 api_key, data = self.encode(message)
@@ -275,8 +283,9 @@ class _BrokerLane(_Peer):
 class NodeDriver:
     """Runs one node. ``await open()`` (recover storage, bind listeners), then ``start()``.
 
-    ``clock`` (monotonic ns) drives the core's timers; ``wall_clock`` (ns since the epoch) stamps
-    events. Both are injectable for tests. In-process tests may bind ports 0 and fix the voters'
+    ``wall_clock`` (ns since the epoch) stamps events; ``monotonic`` (ns) is the driver's own clock;
+    ``clock`` (ns) drives the core's timers, by default the one of those two that
+    ``config.clock_source`` names. All are injectable for tests. In-process tests may bind ports 0 and fix the voters'
     addresses with :meth:`set_voter_address` between ``open`` and ``start``.
     """
 
@@ -284,15 +293,21 @@ class NodeDriver:
         self,
         config: NodeConfig,
         *,
-        clock: Callable[[], int] = time.monotonic_ns,
+        clock: Callable[[], int] | None = None,
+        monotonic: Callable[[], int] = time.monotonic_ns,
         wall_clock: Callable[[], int] = time.time_ns,
         rng: random.Random | None = None,
     ) -> None:
         self.config = config
         self.node_id = config.node_id
         self.name = config.name
+        if clock is None:
+            clock = wall_clock if config.clock_source == "wall" else monotonic
         self.now = clock
+        self.monotonic = monotonic
         self.wall_clock = wall_clock
+        self._poll_s = WALL_POLL_S if config.clock_source == "wall" else None
+        self._skew: int | None = None  # wall minus monotonic at the last input (clock.source=wall)
         self.rng = rng if rng is not None else random.Random(config.seed)
         self.log = logging.getLogger(f"nodes.{self.name}")
         directory = config.log_dir
@@ -744,7 +759,8 @@ class NodeDriver:
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._client_ops[request_id] = future
         try:
-            effects = core.submit(self.now(), request_id, f, key, value)
+            now, mono = self._clocks()
+            effects = core.submit(now, request_id, f, key, value, mono=mono)
         except CommandError as exc:
             del self._client_ops[request_id]
             return encode_kv_reply("fail", None, f"bad-request: {exc}", None, self.name)
@@ -761,13 +777,29 @@ class NodeDriver:
         self._call(method, *args)
 
     def _call(self, method: Callable[..., list[Any]], *args: Any) -> None:
-        """Feed one input to the core (``method(now, *args)``) and apply what it returns."""
+        """Feed one input to the core (``method(now, *args, mono=…)``) and apply what it returns."""
         try:
-            effects = method(self.now(), *args)
+            now, mono = self._clocks()
+            effects = method(now, *args, mono=mono)
         except Exception as exc:
             self._internal_error(exc)
             return
         self._step(effects)
+
+    def _clocks(self) -> tuple[int, int]:
+        """(now, mono) for the next input. On the wall clock, a step since the last input (the wall clock moved
+        against the monotonic one by more than ``WALL_STEP_NS``) first fires the timers it made due, as the
+        simulator does at the instant of a clock fault; else an input that arrives first (a fetch answer)
+        could re-arm a timer the step had already expired."""
+        now, mono = self.now(), self.monotonic()
+        if self._poll_s is None:
+            return now, mono
+        skew, last = now - mono, self._skew
+        self._skew = skew
+        core = self.core
+        if last is not None and abs(skew - last) > WALL_STEP_NS and core is not None:
+            self._step(core.tick(now, mono=mono))  # an exception here is the caller's internal error
+        return now, mono
 
     def _internal_error(self, exc: Exception) -> None:
         self.log.error("the core raised %r", exc, exc_info=exc)
@@ -870,7 +902,7 @@ class NodeDriver:
             if lane is None:
                 self.log.warning("dropping %s to unknown node %s", type(message).__name__, effect.dst)
             else:
-                lane.put(self.now(), message)
+                lane.put(self.monotonic(), message)
             return
         if isinstance(message, BROKER_RESPONSES):
             self.log.warning("dropping %s to n%s: no request to answer", type(message).__name__, effect.dst)
@@ -879,7 +911,7 @@ class NodeDriver:
         if peer is None:
             self.log.warning("dropping %s to unknown node %s", type(effect.message).__name__, effect.dst)
             return
-        peer.put(self.now(), effect.message)
+        peer.put(self.monotonic(), effect.message)
 
     def _reply(self, reply: ClientReply) -> None:
         future = self._client_ops.pop(reply.request_id, None)
@@ -898,6 +930,8 @@ class NodeDriver:
         if deadline is None:
             return
         delay = max(0.0, (deadline - self.now()) / 1e9)
+        if self._poll_s is not None:
+            delay = min(delay, self._poll_s)  # the wall clock may step: look again soon
         self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
 
     # ------------------------------------------------------------------ views

@@ -63,6 +63,7 @@ def test_seeded_bug_is_invalid(tmp_path: Path) -> None:
         (["--backend", "docker", "--workload", "queue", "--nodes", "2"], "--replication-factor must be between"),
         (["--time-limit", "abc"], "--time-limit"),
         (["--fsync-delay", "-5"], "--fsync-delay"),
+        (["--clock-source", "tsc"], "--clock-source"),
     ],
 )
 def test_bad_options_exit_254(tmp_path: Path, args: list[str], message: str) -> None:
@@ -135,3 +136,18 @@ def test_fsync_delay_slows_the_simulated_disk_and_replays_identically(tmp_path: 
         again = kraftwerk("replay", str(run))
         assert again.returncode == 0 and "identical to the stored run" in again.stderr, again.stderr
     assert digests["0"] != digests["150"]
+
+
+def test_clock_source_is_recorded_and_replayed(tmp_path: Path) -> None:
+    """--clock-source monotonic travels in test.json, schedule.json and the reproduce line; the stored run replays
+    byte for byte with it."""
+    r = kraftwerk(
+        "test", "--time-limit", "6", "--seed", "4", "--nemesis", "clock", "--clock-source", "monotonic",
+        "--store", str(tmp_path), "-q",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    run = (tmp_path / "latest").resolve()
+    assert json.loads((run / "test.json").read_text())["clock-source"] == "monotonic"
+    assert json.loads((run / "schedule.json").read_text())["clock-source"] == "monotonic"
+    assert "--clock-source monotonic" in json.loads((run / "results.json").read_text())["run"]["reproduce"]
+    assert kraftwerk("replay", str(run)).returncode == 0

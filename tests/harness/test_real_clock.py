@@ -2,8 +2,9 @@
 
 The node processes run under libfaketime with monotonic time left alone, so a bump of an hour
 shows in what the node process itself reads from time.time() (the `time` of the events it writes
-to events.jsonl, and a probe under the same environment) while its election timers, which use
-the monotonic clock, keep the same leader in the same epoch.
+to events.jsonl, and a probe under the same environment) while, with `clock.source=monotonic`, its
+election timers keep the same leader in the same epoch. With `clock.source=wall` (the default, as
+Kafka's Time.milliseconds()) the same faults move the timers: a clock-only run sees elections.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import contextlib
 import json
 import random
 import time
+from pathlib import Path
 
 import pytest
 
@@ -60,7 +62,7 @@ def test_clock_bump_moves_node_wall_clocks_but_not_the_leader(
     with backend:
         created = time.monotonic()
         hosts = backend.create(5)
-        db = NodeDB(hosts, seed=11)
+        db = NodeDB(hosts, seed=11, properties={"clock.source": "monotonic"})
         nemesis = RunnerNemesis(hosts, db.spec, ["clock", "kill"], leader=db.leader, rng=random.Random(1))
         db.env = nemesis.clock_env
         with contextlib.ExitStack() as stack:
@@ -108,3 +110,19 @@ def test_clock_bump_moves_node_wall_clocks_but_not_the_leader(
                 assert all(abs(v) < 2000 for v in nemesis.clock.check_offsets().values())
         cluster = backend.cluster_id
     assert realtest.leftovers(cluster) == []
+
+
+def test_clock_only_run_on_wall_timers_sees_elections_and_stays_valid(tmp_path: Path) -> None:
+    """`kraftwerk test --nemesis clock` on docker, clock.source=wall (the default): clock bumps fire the nodes'
+    timers (elections after the first, in events.jsonl), and the history stays linearizable."""
+    r = realtest.kraftwerk_test(
+        tmp_path, "--backend", "docker", "--nemesis", "clock", "--time-limit", "30", "--seed", "2", "-q"
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    run = realtest.latest(tmp_path)
+    test = json.loads((run / "test.json").read_text())
+    assert test["clock-source"] == "wall" and test["nemesis"] == ["clock"]
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines() if line.strip()]
+    leaders = {e["epoch"] for e in events if e["type"] == "state" and e["role"] == "leader"}
+    assert len(leaders) >= 2, leaders  # the only faults were clock faults
+    assert realtest.results(run)["valid"] is True

@@ -52,6 +52,7 @@ def specs(draw: st.DrawFn) -> TestSpec:
         ssh_known_hosts=draw(st.none() | names),
         name=draw(st.just("") | names),
         settle=draw(st.floats(0, 1e4)),
+        clock_source=draw(st.sampled_from(("wall", "monotonic"))),
     )
 
 
@@ -79,7 +80,9 @@ def test_test_json_keeps_its_keys() -> None:
         "seed",
         "bugs",
         "check-time-limit",
+        "clock-source",
     ]
+    assert doc["clock-source"] == "wall"
     assert doc["name"] == "register-sim" and doc["nemesis"] == list(ALL) and doc["bugs"] == ["stale-read"]
     queue = TestSpec(workload="queue", backend="docker", partition_kinds=("leader",), lose_unsynced=True).to_json()
     for key in ("acks", "min-isr", "replication-factor", "partitions", "unclean", "allow", "partition-kinds"):
@@ -108,6 +111,7 @@ def test_options_that_do_not_apply_take_their_defaults() -> None:
         ({"workload": "queue", "nodes": 2}, "--replication-factor must be between 1 and --nodes (2), got 3"),
         ({"workload": "queue", "allow": ("nonsense",)}, "--allow nonsense"),
         ({"backend": "ssh"}, "--backend ssh needs --ssh-hosts FILE"),
+        ({"clock_source": "tsc"}, "--clock-source must be one of wall, monotonic, got 'tsc'"),
         ({"backend": "docker", "ssh_hosts": "h"}, "--ssh-hosts is only for --backend ssh"),
     ],
 )

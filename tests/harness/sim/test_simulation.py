@@ -83,10 +83,13 @@ def test_stored_schedule_replays_byte_identically(bugs: list[str]) -> None:
     assert again.stats["history-sha256"] == first.stats["history-sha256"]
 
 
-@pytest.mark.parametrize("clocks", ["wall", "timers"])
-def test_a_clock_fault_moves_the_wall_clock_and_moves_timers_only_in_older_runs(clocks: str) -> None:
-    """A real node's timers run on the monotonic clock, which libfaketime leaves alone: a +30 s bump shows in
-    its events' times and starts no election. Runs stored with "clocks": "timers" let it fire every timer."""
+@pytest.mark.parametrize(
+    ("clocks", "source"), [("wall", "monotonic"), ("wall", "wall"), ("timers", "monotonic"), ("timers", "wall")]
+)
+def test_a_clock_fault_moves_the_timers_that_read_the_wall_clock(clocks: str, source: str) -> None:
+    """A +30 s bump always shows in the nodes' events' times. With clock.source=wall (the default, Kafka's
+    Time.milliseconds()) it fires every follower's fetch timeout: elections; with clock.source=monotonic (which
+    libfaketime leaves alone) it starts none. Runs stored with "clocks": "timers" let it fire every timer."""
     bump = {"at": 2_000_000_000, "package": "clock", "f": "bump-clock"}
     bump["value"] = {f"n{i}": {"delta-ms": 30_000, "drift-ppm": 0} for i in (1, 2, 3)}
     # one of the three is the leader: its write commits while the clocks are bumped
@@ -94,14 +97,37 @@ def test_a_clock_fault_moves_the_wall_clock_and_moves_timers_only_in_older_runs(
         {"at": at, "client": 0, "f": "write", "key": "r1", "value": i, "node": f"n{i}"}
         for i, at in ((1, 2_500_000_000), (2, 2_800_000_000), (3, 3_100_000_000))
     ]
-    spec, plan = TestSpec(seed=5, nodes=3, concurrency=1, time_limit=4), SimPlan([bump], writes, clocks=clocks)
+    spec = TestSpec(seed=5, nodes=3, concurrency=1, time_limit=4, clock_source=source)
+    plan = SimPlan([bump], writes, clocks=clocks)
     sim = Simulation(spec, plan)
     result = sim.run()
     after = [e for e in result.events if e["type"] == "state" and e["time"] >= sim.main_start + 30 * 10**9]
     epochs = {e["epoch"] for e in result.events if e["type"] == "state"}
-    if clocks == "wall":
-        assert epochs == {0, 1} and after == [] and result.schedule_document(spec, plan)["clocks"] == "wall"
+    doc = result.schedule_document(spec, plan)
+    assert doc["clocks"] == clocks and doc["clock-source"] == source
+    if clocks == "wall" and source == "monotonic":
+        assert epochs == {0, 1} and after == []
         hw_times = [e["time"] for e in result.events if e["type"] == "hw"]
         assert max(hw_times) >= sim.main_start + 30 * 10**9  # stamped with the bumped wall clock
     else:
         assert max(epochs) > 1 and after  # every follower's fetch timeout fired at the bump: elections
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_without_clock_faults_the_clock_source_changes_nothing(seed: int) -> None:
+    """Seeds without the clock nemesis give the same history on either clock source (the wall clock is the true
+    time until a clock fault moves it), so runs stored before clock.source replay unchanged."""
+    digests = set()
+    for source in ("wall", "monotonic"):
+        spec = TestSpec(seed=seed, time_limit=10, nemeses=("partition", "kill", "pause"), clock_source=source)
+        digests.add(Simulation(spec).run().stats["history-sha256"])
+    assert len(digests) == 1
+
+
+def test_wall_clock_source_is_the_older_timers_mode() -> None:
+    """clock.source=wall simulates clock faults as runs stored with "clocks": "timers" did: same history."""
+    common: dict[str, Any] = {"seed": 7, "time_limit": 10, "nemeses": ("clock", "partition")}
+    a = Simulation(TestSpec(clock_source="wall", **common)).run()
+    b = Simulation(TestSpec(clock_source="monotonic", **common), SimPlan(clocks="timers")).run()
+    c = Simulation(TestSpec(clock_source="monotonic", **common)).run()
+    assert a.stats["history-sha256"] == b.stats["history-sha256"] != c.stats["history-sha256"]

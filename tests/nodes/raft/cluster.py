@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable
+from types import SimpleNamespace
 from typing import Any
 
 from checkers.epochs import EpochChecker
@@ -47,7 +48,9 @@ class TestHost:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, seed: int, delay_ms: tuple[float, float], loss: float) -> None:
+    def __init__(self, seed: int, delay_ms: tuple[float, float], loss: float, clock_source: str = "monotonic") -> None:
+        self.clock_source = clock_source
+        self.spec = SimpleNamespace(bugs=(), clock_source=clock_source)
         self.sched = Scheduler()
         self.net = Network(self.sched, random.Random(f"net-{seed}"), delay_ms, loss=loss, tcp=False)
         self.nodes: dict[int, SimNode] = {}
@@ -87,6 +90,7 @@ class Cluster:
         delay_ms: tuple[int, int] = (1, 5),
         flush_ms: tuple[int, int] = (1, 3),
         loss: float = 0.0,
+        clock_source: str = "monotonic",
     ) -> None:
         self.rng = random.Random(seed)
         self.ids = list(range(1, n + 1))
@@ -94,11 +98,16 @@ class Cluster:
         self.config = config or RaftConfig()
         self.factory = factory
         self.flush_ms = flush_ms
-        self.sim = TestHost(seed, delay_ms, loss)
+        self.sim = TestHost(seed, delay_ms, loss, clock_source)
         self._cut: set[tuple[int, int]] = set()
         for i in self.ids:
             self.sim.nodes[i] = SimNode(
-                self.sim, i, lambda i=i: self._core(i), random.Random(f"disk-{seed}-{i}"), disk_latency_ms=flush_ms
+                self.sim,
+                i,
+                lambda i=i: self._core(i),
+                random.Random(f"disk-{seed}-{i}"),
+                disk_latency_ms=flush_ms,
+                timers_follow_clock=clock_source == "wall",
             )
 
     def _core(self, i: int) -> Any:
@@ -216,9 +225,9 @@ class Cluster:
         return predicate()
 
     def call(self, i: int, method: str, *args: Any) -> list[Any]:
-        """Call ``method(now, *args)`` on node ``i``'s core and apply what it returns."""
+        """Call ``method(now, *args, mono=…)`` on node ``i``'s core and apply what it returns."""
         node = self.sim.nodes[i]
-        effects = getattr(node.core, method)(node.core_now(), *args)
+        effects = getattr(node.core, method)(node.core_now(), *args, mono=self.now)
         node.apply(effects)
         return effects
 

@@ -96,7 +96,7 @@ def test_truncated_and_corrupted_encodings(message, data):
 
 def test_record_crc_is_checked_inside_fetch_responses():
     encoded = bytearray(encode(FetchResponse(Error.NONE, 1, 1, 0, (Record(0, 1, b"payload"),))))
-    encoded[-20] ^= 0xFF  # inside the record payload / fields
+    encoded[-28] ^= 0xFF  # inside the record payload / fields (before the 20 bytes of trailing fields)
     with pytest.raises(CodecError, match="CRC|corrupt|records"):
         decode(bytes(encoded))
 

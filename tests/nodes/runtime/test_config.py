@@ -245,3 +245,13 @@ def test_bad_broker_values_name_the_key(key: str, value: str, fragment: str) -> 
     with pytest.raises(ConfigError) as err:
         config_from_properties(p)
     assert err.value.key == key and fragment in str(err.value)
+
+
+def test_clock_source_is_wall_by_default_and_validated() -> None:
+    """clock.source: what the node's timers read; wall (Kafka's Time.milliseconds()) unless told monotonic."""
+    assert config_from_properties(props()).clock_source == "wall"
+    assert config_from_properties(props(clock__source="monotonic")).clock_source == "monotonic"
+    assert config_from_properties(props(clock__source=" Wall ")).clock_source == "wall"
+    with pytest.raises(ConfigError) as e:
+        config_from_properties(props(clock__source="tsc"))
+    assert e.value.key == "clock.source" and "wall, monotonic" in str(e.value)

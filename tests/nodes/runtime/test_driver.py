@@ -58,8 +58,10 @@ class Cluster:
         wall_clock: Callable[[], int] | None = None,
         volatile: bool = False,
         fsync_delay_ms: int = 0,
+        clock_source: str = "wall",
     ) -> None:
         self.base = base
+        self.clock_source = clock_source
         self.volatile = volatile
         self.fsync_delay_ms = fsync_delay_ms
         self.ids = list(range(1, n + 1))
@@ -82,6 +84,7 @@ class Cluster:
             seed=node_id,
             volatile_writes=self.volatile,
             fsync_delay_ms=self.fsync_delay_ms,
+            clock_source=self.clock_source,
         )
 
     def _driver(self, node_id: int) -> NodeDriver:
@@ -368,7 +371,8 @@ def test_graceful_shutdown_hands_over(tmp_path: Path) -> None:
     with_cluster(tmp_path, body)
 
 
-def test_wall_clock_jumps_do_not_move_timers(tmp_path: Path) -> None:
+def test_wall_clock_jumps_do_not_move_monotonic_timers(tmp_path: Path) -> None:
+    """clock.source=monotonic: wall-clock steps show in the events' times and move no timer."""
     hour = 3600 * 10**9
     skew = [0]
 
@@ -388,6 +392,32 @@ def test_wall_clock_jumps_do_not_move_timers(tmp_path: Path) -> None:
             assert (await kv.write("k", 1)).type == "ok"
         last = json.loads((leader.config.log_dir / "events.jsonl").read_text().splitlines()[-1])
         assert last["type"] == "hw" and abs(last["time"] - (time.time_ns() - hour)) < 60 * 10**9
+
+    with_cluster(tmp_path, body, wall_clock=wall, clock_source="monotonic")
+
+
+def test_a_wall_clock_jump_fires_wall_timers(tmp_path: Path) -> None:
+    """clock.source=wall (the default, Kafka's Time.milliseconds()): a step back delays every timer (no
+    election while the cluster is healthy), a step forward fires the followers' fetch timeouts: an election."""
+    hour = 3600 * 10**9
+    skew = [0]
+
+    def wall() -> int:
+        return time.time_ns() + skew[0]
+
+    async def body(c: Cluster) -> None:
+        leader = await c.wait_leader()
+        assert leader.core is not None
+        epoch = leader.core.raft.epoch
+        skew[0] -= hour
+        await asyncio.sleep(0.5)
+        assert all(d.core is not None and d.core.raft.epoch == epoch for d in c.live())
+        skew[0] += 2 * hour  # one hour ahead: every timer armed before is long past
+        new = await c.wait_leader(timeout=5.0, min_epoch=epoch + 1)
+        assert new.core is not None and new.core.raft.epoch > epoch
+        async with c.kv() as kv:  # every node stood at once: a write may meet one more election
+            results = [(await kv.write("k", i)).type for i in range(3)]
+            assert "ok" in results, results
 
     with_cluster(tmp_path, body, wall_clock=wall)
 
