@@ -107,7 +107,7 @@ class SimNode:
         self.generation += 1
         self._timer_at = None
         now = self.core_now()
-        check_crc = SKIP_CRC not in getattr(self.sim.opts, "bugs", ())
+        check_crc = SKIP_CRC not in self.sim.spec.bugs
         log, seen_end = self.disk.recover(check_crc)
         # records lost inside the log: the node may not vote until it has them again (as the runtime driver)
         persisted = with_repair(self.disk.quorum_state, *(seen_end or (None, 0)))
