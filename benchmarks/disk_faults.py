@@ -20,11 +20,14 @@ from pathlib import Path
 sys.path[0] = str(Path(__file__).resolve().parent.parent)  # benchmarks/checkers.py must not shadow checkers/
 
 from harness.checks import check_run  # noqa: E402
-from harness.sim.cluster import SimOptions, Simulation  # noqa: E402
+from harness.sim.cluster import Simulation  # noqa: E402
+from harness.spec import TestSpec  # noqa: E402
 
 
 def one(seed: int, workload: str, nemeses: list[str], time_limit: float, bugs: list[str]) -> dict:
-    sim = Simulation(SimOptions(seed=seed, time_limit=time_limit, workload=workload, nemeses=nemeses, bugs=bugs))
+    sim = Simulation(
+        TestSpec(seed=seed, time_limit=time_limit, workload=workload, nemeses=tuple(nemeses), bugs=tuple(bugs))
+    )
     result = sim.run()
     model = "queue" if workload == "queue" else "cas-register"
     extra = {"partition_logs": sim.partition_dumps} if workload == "queue" else {}

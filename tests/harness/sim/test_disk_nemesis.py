@@ -10,13 +10,16 @@ import pytest
 
 from harness.checks import check_run
 from harness.nemesis.schedule import generate
-from harness.sim.cluster import SimOptions, Simulation
+from harness.sim.cluster import SimPlan, Simulation
 from harness.sim.engine import SECOND
+from harness.spec import TestSpec
 
 
 def run(seed: int, workload: str = "register", time_limit: float = 15.0, **kw: Any) -> tuple[dict[str, Any], Any]:
     kw.setdefault("nemeses", ["disk"])
-    sim = Simulation(SimOptions(seed=seed, time_limit=time_limit, workload=workload, **kw))
+    plan = SimPlan(schedule=kw.pop("schedule", None), ops=kw.pop("ops", None))
+    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()}
+    sim = Simulation(TestSpec(seed=seed, time_limit=time_limit, workload=workload, **kw), plan)
     result = sim.run()
     model = "queue" if workload == "queue" else "cas-register"
     extra = {"partition_logs": sim.partition_dumps} if workload == "queue" else {}

@@ -154,7 +154,7 @@ def test_packet_faults_are_recorded_as_on_real_backends() -> None:
     what the fault did (the counters `harness.nemesis.nfqueue.COUNTERS` the real backends record)."""
     from harness.nemesis.nfqueue import COUNTERS
 
-    a = Simulation(SimOptions(seed=2, time_limit=20, interval=2.0, nemeses=["packet"])).run()
+    a = Simulation(TestSpec(seed=2, time_limit=20, interval=2.0, nemeses=("packet",))).run()
     ops = [op for op in a.recorder.ops if op.process == "nemesis"]
     starts = [op.value for op in ops if op.f == "start-packet"]
     stops = [op.value for op in ops if op.f == "stop-packet"]
