@@ -201,3 +201,11 @@ def test_local_etcd_register_under_kills_and_pauses_is_valid(tmp_path: Path) -> 
         assert '"msg":"starting an etcd server"' in (run / "nodes" / n / "etcd.log").read_text()
     test = json.loads((run / "test.json").read_text())
     assert test["db"] == "etcd" and test["etcd-read"] == "linearizable"
+
+
+def test_replay_of_an_etcd_run_needs_a_real_backend(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+
+    (tmp_path / "test.json").write_text(json.dumps({"db": "etcd", "backend": "docker", "workload": "register"}))
+    assert main(["replay", str(tmp_path), "--backend", "sim"]) == 254
+    assert "an etcd replay needs a real --backend" in capsys.readouterr().err
