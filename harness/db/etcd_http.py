@@ -78,6 +78,8 @@ class HttpConnection:
 
 async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     line = await reader.readline()
+    if not line:
+        raise ConnectionError("closed before an answer")
     parts = line.decode("latin-1").split(" ", 2)
     if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
         raise ValueError(f"bad status line {line[:80]!r}")
