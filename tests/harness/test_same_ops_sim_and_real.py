@@ -4,6 +4,7 @@ and on a real cluster, up to the first fault (the shared workload, generators an
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,9 @@ def simulated(workload: str) -> list[tuple[Any, ...]]:
     return before_first_fault(Simulation(opts).run().recorder.ops)
 
 
-def real(backend: str, run_dir: Path, workload: str) -> list[tuple[Any, ...]]:
+def real(backend: str, run_dir: Path, workload: str, db: str = "kraftwerk") -> list[tuple[Any, ...]]:
     spec = TestSpec(
+        db=db,
         workload=workload,
         backend=backend,
         nemeses=(),
@@ -57,9 +59,9 @@ def real(backend: str, run_dir: Path, workload: str) -> list[tuple[Any, ...]]:
     return before_first_fault(history.ops)[: len(main)]
 
 
-def same_ops(backend: str, tmp_path: Path, workload: str = "register") -> None:
+def same_ops(backend: str, tmp_path: Path, workload: str = "register", db: str = "kraftwerk") -> None:
     sim = simulated(workload)
-    on_cluster = real(backend, tmp_path, workload)
+    on_cluster = real(backend, tmp_path, workload, db)
     assert len(sim) >= 10 and len({p for *_, p in sim}) > 1  # enough operations, on more than one process
     n = min(len(sim), len(on_cluster))
     assert abs(len(sim) - len(on_cluster)) <= 1  # an op due right at the time limit may fall either side
@@ -72,6 +74,13 @@ def test_the_same_seed_gives_the_same_ops_in_the_simulator_and_on_local(tmp_path
 
 def test_the_same_seed_gives_the_same_queue_ops_in_the_simulator_and_on_local(tmp_path: Path) -> None:
     same_ops("local", tmp_path, "queue")
+
+
+@pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd-server is not installed (./run setup)")
+def test_the_same_seed_gives_etcd_the_same_ops_as_the_simulator(tmp_path: Path) -> None:
+    """The register workload is written once: etcd (another system, another client protocol) gets the
+    very operations our nodes get in the simulator."""
+    same_ops("local", tmp_path, db="etcd")
 
 
 @pytest.mark.slow
