@@ -1,8 +1,9 @@
 """One chaos test on a real cluster (docker, netns, local or ssh), from hosts to verdict.
 
 1. hosts: create the backend's hosts (containers, namespaces, loopback addresses, SSH hosts);
-2. nemesis setup (iptables chains, libfaketime files), node.properties, start every node;
-   wait until a leader is elected and every node answers and knows it (`ready-seconds`);
+2. nemesis setup (iptables chains, libfaketime files), the DB's setup (`--db`: our nodes' node.properties,
+   or etcd: harness.db.etcd), start every node; wait until a leader is elected and every node answers
+   and knows it (`ready-seconds`); clients reach the nodes through the DB's transport;
 3. main phase (`--time-limit`): clients run the workload at a staggered rate while the
    seeded schedule (harness.nemesis.schedule.generate) injects faults — any_of(clients,
    nemesis), each under the time limit;
