@@ -28,6 +28,8 @@ BACKENDS = registry.NAMES
 WORKLOADS = ("register", "queue")
 REAL_WORKLOADS = ("register", "queue")
 ACKS = {"all": -1, "1": 1, "0": 0}  # --acks → the producer's acks
+DBS = ("kraftwerk", "etcd")  # --db: our KRaft-style nodes, or etcd (harness.db.etcd)
+ETCD_READS = ("linearizable", "serializable")  # --etcd-read
 
 
 class SpecError(ValueError):
@@ -71,6 +73,8 @@ class TestSpec:
     rate: float = 100.0  # client operations per second, all threads together (Jepsen's stagger)
     clock_source: str = "wall"  # the nodes' `clock.source`: what their timers read (wall or monotonic)
     lease_reads: bool = False  # leader leases: the leader answers reads from its state while its lease lasts
+    db: str = "kraftwerk"  # the system under test: our nodes, or etcd
+    etcd_read: str = "linearizable"  # etcd: how register reads are served (serializable: any member's local state)
 
     def __post_init__(self) -> None:
         problem = self.problem()
@@ -86,11 +90,17 @@ class TestSpec:
         put(self, "check_time_limit", float(self.check_time_limit))
         put(self, "settle", float(self.settle))
         put(self, "rate", float(self.rate))
-        put(self, "name", self.name or f"{self.workload}-{self.backend}")
+        put(
+            self,
+            "name",
+            self.name or "-".join((self.workload, *(() if self.db == "kraftwerk" else (self.db,)), self.backend)),
+        )
         default = TestSpec.__dataclass_fields__
         if self.workload != "queue":
             for f in ("acks", "min_isr", "replication_factor", "partitions", "unclean", "allow"):
                 put(self, f, default[f].default)
+        if self.db != "etcd":
+            put(self, "etcd_read", default["etcd_read"].default)
         if self.backend != "ssh":
             for f in ("ssh_hosts", "ssh_user", "ssh_key", "ssh_known_hosts"):
                 put(self, f, default[f].default)
@@ -147,10 +157,30 @@ class TestSpec:
             return f"rate must be a positive number of operations per second, got {self.rate}"
         if self.clock_source not in CLOCK_SOURCES:
             return f"--clock-source must be one of {', '.join(CLOCK_SOURCES)}, got {self.clock_source!r}"
+        if self.db not in DBS:
+            return f"--db {self.db}: unknown (known: {', '.join(DBS)})"
+        if self.etcd_read not in ETCD_READS:
+            return f"--etcd-read {self.etcd_read}: unknown (known: {', '.join(ETCD_READS)})"
+        if self.db == "etcd":
+            problem = self._etcd_problem()
+            if problem:
+                return problem
         if self.backend == "ssh" and not self.ssh_hosts:
             return "--backend ssh needs --ssh-hosts FILE"
         if self.backend not in ("sim", "ssh") and self.ssh_hosts:
             return "--ssh-hosts is only for --backend ssh"
+        return None
+
+    def _etcd_problem(self) -> str | None:
+        """What `--db etcd` cannot do with these options: it is a real system, with a register API only."""
+        if self.backend not in ("docker", "netns", "local"):
+            return f"--db etcd runs on --backend docker, netns or local, not {self.backend}"
+        if self.workload != "register":
+            return f"--db etcd serves only the register workload, not --workload {self.workload}"
+        if self.bugs:
+            return "--bug: seeded bugs are our nodes' own; etcd has none (drop --bug or use --db kraftwerk)"
+        if self.lose_unsynced or self.fsync_delay:
+            return "--lose-unsynced and --fsync-delay are our nodes' disk models; etcd always fsyncs"
         return None
 
     # -- building ----------------------------------------------------------------------------
@@ -269,6 +299,7 @@ class TestSpec:
             **({"rate": self.rate} if self.rate != 100.0 else {}),
             "clock-source": self.clock_source,
             **({"lease-reads": True} if self.lease_reads else {}),
+            **({"db": self.db, "etcd-read": self.etcd_read} if self.db != "kraftwerk" else {}),
         }
 
     @classmethod
@@ -318,6 +349,8 @@ class TestSpec:
         take("rate", "rate", float)
         take("clock-source", "clock_source", str)
         take("lease-reads", "lease_reads", _bool)
+        take("db", "db", str)
+        take("etcd-read", "etcd_read", str)
         if "replication_factor" not in out and out.get("workload") == "queue":
             out["replication_factor"] = min(d["replication_factor"].default, out.get("nodes", d["nodes"].default))
         try:

@@ -27,7 +27,7 @@ from harness.argtypes import non_negative_float, non_negative_int
 from harness.backends import registry
 from harness.replay_real import SECOND, Plan, load_plan, queue_options, renaming, replay_generator, reproduced
 from harness.simrun import file_sha256, from_schedule, load_run, simulate
-from harness.spec import SpecError, TestSpec
+from harness.spec import DBS, ETCD_READS, SpecError, TestSpec
 from workloads import generator as gen
 
 HELP = "drive a stored run again from its schedule (simulator: identical history; real cluster: reproduce)"
@@ -54,6 +54,13 @@ def first_difference(a: Path, b: list[str]) -> int | None:
     return None if len(stored) == len(b) else min(len(stored), len(b)) + 1
 
 
+def _stored_db(run_dir: Path) -> str:
+    try:
+        return str(json.loads((run_dir / "test.json").read_text()).get("db", "kraftwerk"))
+    except (OSError, ValueError):
+        return "kraftwerk"
+
+
 def _stored_backend(run_dir: Path) -> str:
 
     try:
@@ -69,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"kraftwerk replay: --times must be at least 1, got {args.times}", file=sys.stderr)
         return EXIT_BAD_INPUT
     backend = getattr(args, "backend", None)
+    etcd = (getattr(args, "db", None) or _stored_db(run_dir)) == "etcd"
+    if etcd and (backend == "sim" or (backend is None and _stored_backend(run_dir) == "sim")):
+        print("kraftwerk replay: an etcd replay needs a real --backend (docker, netns or local)", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if backend not in (None, "sim") or (backend is None and _stored_backend(run_dir) != "sim"):
         return run_on_cluster(args)
     try:
@@ -118,7 +129,11 @@ def replay_spec(plan: Plan, args: argparse.Namespace, backend: str) -> TestSpec:
             "unclean": q["unclean"],
             "allow": tuple(q["allow"]),
         }
+    db = getattr(args, "db", None) or str(test.get("db", "kraftwerk"))
+    etcd = db == "etcd"  # etcd has no seeded bugs and always fsyncs: the schedule's faults and operations only
     return TestSpec(
+        db=db,
+        etcd_read=getattr(args, "etcd_read", None) or str(test.get("etcd-read", "linearizable")),
         workload=plan.workload,
         backend=backend,
         nemeses=tuple(plan.nemeses),
@@ -126,7 +141,7 @@ def replay_spec(plan: Plan, args: argparse.Namespace, backend: str) -> TestSpec:
         concurrency=plan.concurrency,
         time_limit=plan.time_limit,
         seed=plan.seed,
-        bugs=tuple(plan.bugs),
+        bugs=() if etcd else tuple(plan.bugs),
         interval=float(test.get("interval", 5.0)),
         check_time_limit=args.check_time_limit,
         ssh_hosts=args.ssh_hosts or (test.get("ssh-hosts") if backend == "ssh" else None),
@@ -134,8 +149,10 @@ def replay_spec(plan: Plan, args: argparse.Namespace, backend: str) -> TestSpec:
         ssh_key=args.ssh_key or test.get("ssh-key"),
         ssh_known_hosts=args.ssh_known_hosts,
         # the simulator's crashes lose unsynced writes: so do the replay's kills, unless told otherwise
-        lose_unsynced=not args.keep_unsynced and (plan.source_backend == "sim" or bool(test.get("lose-unsynced"))),
-        fsync_delay=_fsync_delay(args, test),
+        lose_unsynced=not etcd
+        and not args.keep_unsynced
+        and (plan.source_backend == "sim" or bool(test.get("lose-unsynced"))),
+        fsync_delay=0 if etcd else _fsync_delay(args, test),
         # runs stored before clock.source ran their nodes' timers on the monotonic clock
         clock_source=str(test.get("clock-source", "monotonic")),
         lease_reads=bool(test.get("lease-reads", False)),
@@ -308,6 +325,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="run all N attempts (default: stop at the first attempt that reproduces the anomaly class)",
     )
     r.add_argument("--store", default="store", metavar="DIR", help="where the attempts are stored (default ./store)")
+    r.add_argument(
+        "--db",
+        default=None,
+        choices=DBS,
+        help="the system to replay the schedule on: kraftwerk (our nodes) or etcd (default: the stored run's); "
+        "on etcd, seeded bugs and the disk options are left out",
+    )
+    r.add_argument(
+        "--etcd-read",
+        default=None,
+        choices=ETCD_READS,
+        help="--db etcd: linearizable or serializable reads (default: the stored run's, else linearizable)",
+    )
     r.add_argument("--name", default=None, help="test name in the store (default <test>-replay-<backend>)")
     r.add_argument(
         "--keep-node-names",

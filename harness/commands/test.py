@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from checkers.verdict import EXIT_BAD_INPUT, exit_code
 from harness.argtypes import non_negative_int
 from harness.backends import registry
-from harness.spec import BACKENDS, WORKLOADS, SpecError, TestSpec
+from harness.spec import BACKENDS, DBS, ETCD_READS, WORKLOADS, SpecError, TestSpec
 from harness.store import new_run, write_json, write_jsonl
 
 HELP = "run a chaos test: start a cluster, inject faults, record a history, check it"
@@ -54,6 +54,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "leading the most partitions), majorities-ring, bridge, one-way; or all (default all)",
     )
     p.add_argument("--backend", default="sim", choices=BACKENDS, help="where nodes run (default sim)")
+    p.add_argument(
+        "--db",
+        default="kraftwerk",
+        choices=DBS,
+        help="the system under test: kraftwerk (our KRaft-style nodes) or etcd (Debian's etcd-server 3.4, register "
+        "workload, on docker, netns or local) (default kraftwerk)",
+    )
+    p.add_argument(
+        "--etcd-read",
+        default="linearizable",
+        choices=ETCD_READS,
+        help="--db etcd: register reads as linearizable ranges (read index) or serializable ones (any member's "
+        "local state, which etcd documents may be stale) (default linearizable)",
+    )
     p.add_argument("--nodes", type=int, default=5, metavar="N", help="cluster size (default 5)")
     p.add_argument("--concurrency", type=int, default=10, metavar="N", help="client workers (default 10)")
     p.add_argument(
@@ -140,6 +154,12 @@ def runnable_problem(spec: TestSpec) -> str | None:
     """Why this machine cannot run `spec` (its backend, or faults it cannot inject), or None."""
     if spec.backend == "sim":
         return None
+    if spec.db == "etcd":
+        from harness.db.etcd import why_not
+
+        problem = why_not(spec.backend, spec.nemeses)
+        if problem:
+            return problem
     return registry.why_not(spec.backend, nemeses=spec.nemeses, ssh_hosts=spec.ssh_hosts, nodes=spec.nodes)
 
 
@@ -168,6 +188,8 @@ def reproduce_command(spec: TestSpec) -> str:
     kinds = spec.restricted_partition_kinds
     if kinds:
         parts += ["--partition-kinds", ",".join(kinds)]
+    if spec.db != "kraftwerk":
+        parts += ["--db", spec.db, "--etcd-read", spec.etcd_read]
     if spec.workload == "queue":
         parts += [
             "--acks",

@@ -36,6 +36,7 @@ from typing import Any
 import nodes
 from harness.backends.base import Host
 from harness.control.base import ControlError, DaemonSpec
+from harness.db.nodes_transport import NodesTransport
 from harness.db.protocol import ClusterNotReady, EnvSource
 from harness.nemesis.real_common import on_hosts
 from nodes.kafka import protocol as kp
@@ -293,6 +294,10 @@ class NodeDB:
             cwd=h.workdir,
             env=env,
         )
+
+    def transport(self, seed: int) -> NodesTransport:
+        """The workloads' transport to these nodes (harness.runner's Interpreter)."""
+        return NodesTransport(self.endpoints(), seed)
 
     def log_files(self, h: Host) -> dict[str, str]:
         """{path on the host: name under nodes/<node>/ in the run directory}."""

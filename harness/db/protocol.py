@@ -15,6 +15,8 @@ Life cycle, as the runner drives it::
     events, logs, notes = db.collect(run_dir)   # stops the daemons, then copies logs and dumps
     db.teardown()                       # stop whatever still runs
 
+`harness.db.etcd.EtcdDB` (etcd, `--db etcd`) is the second implementation: a system nobody here wrote.
+
 Restarts done by a nemesis use `db.spec(host)` (the daemon's command line and environment), so a
 restarted daemon gets the same configuration, plus the nemesis's environment through `db.env`.
 """
@@ -90,6 +92,10 @@ class DB(Protocol):
 
     async def wait_serving(self, names: Sequence[str], timeout: float = 10.0) -> bool:
         """Wait until each of `names` answers clients again (after a restart); False if some did not."""
+
+    def transport(self, seed: int) -> Any:
+        """The workloads' transport to this DB: called once per client process, it opens a connection whose
+        `call(Request)` answers `Reply(body)` or `Failure` (workloads.protocol); `seed` for any jitter."""
 
     # --- files
     def log_files(self, host: Host) -> dict[str, str]:

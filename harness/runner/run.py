@@ -1,8 +1,9 @@
 """One chaos test on a real cluster (docker, netns, local or ssh), from hosts to verdict.
 
 1. hosts: create the backend's hosts (containers, namespaces, loopback addresses, SSH hosts);
-2. nemesis setup (iptables chains, libfaketime files), node.properties, start every node;
-   wait until a leader is elected and every node answers and knows it (`ready-seconds`);
+2. nemesis setup (iptables chains, libfaketime files), the DB's setup (`--db`: our nodes' node.properties,
+   or etcd: harness.db.etcd), start every node; wait until a leader is elected and every node answers
+   and knows it (`ready-seconds`); clients reach the nodes through the DB's transport;
 3. main phase (`--time-limit`): clients run the workload at a staggered rate while the
    seeded schedule (harness.nemesis.schedule.generate) injects faults — any_of(clients,
    nemesis), each under the time limit;
@@ -36,8 +37,7 @@ from harness.backends import registry
 from harness.backends.base import Backend, Host
 from harness.checks import check_run
 from harness.db.nodes import NodeDB, broker_properties
-from harness.db.nodes_transport import NodesTransport
-from harness.db.protocol import ClusterNotReady
+from harness.db.protocol import DB, ClusterNotReady
 from harness.interpreter import SCHEDULE_FORMAT, client_phase
 from harness.nemesis.schedule import generate
 from harness.recorder import Recorder
@@ -106,7 +106,7 @@ def run_real(
         with contextlib.ExitStack() as stack:
             stack.callback(nemesis.teardown)
             t = time.monotonic()
-            parallel(nemesis.setup, db.install)
+            parallel(nemesis.setup, db.setup)
             stats["setup-seconds"] = round(time.monotonic() - t, 2)
             t = time.monotonic()
             with db:
@@ -145,12 +145,20 @@ def run_real(
     return results, history
 
 
-def _assemble(
-    args: TestSpec, backend: Backend, hosts: list[Host], workload: Workload, replay: ReplayMain | None = None
-) -> tuple[NodeDB, RunnerNemesis]:
-    """The node daemons and the nemesis of these hosts, wired together (restarts get the clock env)."""
+def make_db(args: TestSpec, backend: Backend, hosts: list[Host], workload: Workload) -> DB:
+    """The DB `args.db` names on these hosts: our nodes (brokers too for a Kafka workload), or etcd."""
+    if args.db == "etcd":
+        from harness.db.etcd import EtcdDB
+
+        return EtcdDB(
+            hosts,
+            token=f"kraftwerk-{backend.cluster_id}",
+            ports=getattr(backend, "ports", None),
+            listen_any=backend.listen_any,
+            read=args.etcd_read,
+        )
     brokers = workload.api == "kafka"  # the nodes are brokers too (Kafka clients on the client listener)
-    db = NodeDB(
+    return NodeDB(
         hosts,
         bugs=list(args.bugs),
         seed=args.seed,
@@ -165,6 +173,14 @@ def _assemble(
             **({"kraftwerk.lease.reads": "true"} if args.lease_reads else {}),
         },
     )
+
+
+def _assemble(
+    args: TestSpec, backend: Backend, hosts: list[Host], workload: Workload, replay: ReplayMain | None = None
+) -> tuple[DB, RunnerNemesis]:
+    """The DB and the nemesis of these hosts, wired together (restarts get the clock env)."""
+    db = make_db(args, backend, hosts, workload)
+    brokers = isinstance(db, NodeDB) and db.broker
     partition = backend.partition_nemesis(hosts) if "partition" in args.nemeses else None
     packet = backend.packet_nemesis(hosts) if "packet" in args.nemeses else None
     nemesis = RunnerNemesis(
@@ -186,7 +202,7 @@ def _assemble(
 def _drive(
     args: TestSpec,
     run_dir: Path,
-    db: NodeDB,
+    db: DB,
     nemesis: RunnerNemesis,
     workload: Any,
     progress: Progress,
@@ -207,7 +223,7 @@ def _drive_on(
     loop: asyncio.Runner,
     args: TestSpec,
     run_dir: Path,
-    db: NodeDB,
+    db: DB,
     nemesis: RunnerNemesis,
     workload: Any,
     progress: Progress,
@@ -232,7 +248,7 @@ def _drive_on(
         nemesis.apply,
         Recorder(clock, run_dir / "history.jsonl"),
         clock,
-        transport=NodesTransport(db.endpoints(), args.seed),
+        transport=db.transport(args.seed),
         rng=stream("interpreter", args.seed),
         listener=progress.on_event,
         log=progress.say,
@@ -245,7 +261,7 @@ def _drive_on(
     return interp
 
 
-async def _setup(workload: Any, db: NodeDB, args: TestSpec) -> float:
+async def _setup(workload: Any, db: DB, args: TestSpec) -> float:
     """The workload's setup phase (its ops are not part of the history); seconds taken."""
     setup = workload.setup()
     if setup is None:
@@ -258,7 +274,7 @@ async def _setup(workload: Any, db: NodeDB, args: TestSpec) -> float:
         None,
         Recorder(clock),
         clock,
-        transport=NodesTransport(db.endpoints(), args.seed),
+        transport=db.transport(args.seed),
         rng=stream("setup", args.seed),
     )
     try:
@@ -309,7 +325,7 @@ def _phases(
     interp: Interpreter,
     workload: Any,
     nemesis: RunnerNemesis,
-    db: NodeDB,
+    db: DB,
     args: TestSpec,
     progress: Progress,
     stats: dict[str, Any],

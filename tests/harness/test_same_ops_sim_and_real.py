@@ -4,6 +4,7 @@ and on a real cluster, up to the first fault (the shared workload, generators an
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,10 @@ def before_first_fault(ops: list[Op]) -> list[tuple[Any, ...]]:
     return out
 
 
-def the_test(workload: str, backend: str) -> TestSpec:
-    """The one test both runtimes run (only its backend differs)."""
+def the_test(workload: str, backend: str, db: str = "kraftwerk") -> TestSpec:
+    """The one test both runtimes run (only its backend, and the system under test, differ)."""
     return TestSpec(
+        db=db,
         workload=workload,
         backend=backend,
         nemeses=(),
@@ -58,9 +60,9 @@ def real(spec: TestSpec, run_dir: Path) -> list[tuple[Any, ...]]:
     return before_first_fault(history.ops)[: len(main)]
 
 
-def same_ops(backend: str, tmp_path: Path, workload: str = "register") -> None:
+def same_ops(backend: str, tmp_path: Path, workload: str = "register", db: str = "kraftwerk") -> None:
     sim = simulated(the_test(workload, "sim"))
-    on_cluster = real(the_test(workload, backend), tmp_path)
+    on_cluster = real(the_test(workload, backend, db), tmp_path)
     assert len(sim) >= 10 and len({p for *_, p in sim}) > 1  # enough operations, on more than one process
     n = min(len(sim), len(on_cluster))
     assert abs(len(sim) - len(on_cluster)) <= 1  # an op due right at the time limit may fall either side
@@ -73,6 +75,13 @@ def test_the_same_seed_gives_the_same_ops_in_the_simulator_and_on_local(tmp_path
 
 def test_the_same_seed_gives_the_same_queue_ops_in_the_simulator_and_on_local(tmp_path: Path) -> None:
     same_ops("local", tmp_path, "queue")
+
+
+@pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd-server is not installed (./run setup)")
+def test_the_same_seed_gives_etcd_the_same_ops_as_the_simulator(tmp_path: Path) -> None:
+    """The register workload is written once: etcd (another system, another client protocol) gets the
+    very operations our nodes get in the simulator."""
+    same_ops("local", tmp_path, db="etcd")
 
 
 @pytest.mark.slow
