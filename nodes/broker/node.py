@@ -55,6 +55,8 @@ from .image import ImageChange, MetadataImage, PartitionChange
 from .kv_layer import ControllerAppend, RegisterService
 from .lifecycle import BrokerLifecycle
 from .messages import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerHeartbeatRequest,
@@ -67,6 +69,7 @@ from .messages import (
     CreateTopicsResponse,
     FetchRecordsRequest,
     FetchRecordsResponse,
+    InitProducerIdRequest,
     ListOffsetsRequest,
     MetadataRequest,
     MetadataResponse,
@@ -74,6 +77,7 @@ from .messages import (
     ProduceRequest,
     TopicMetadata,
 )
+from .producer_ids import ProducerIdManager
 from .records import MetadataRecord, encode_metadata
 from .replica_manager import ReplicaManager
 from .topic_partition import TopicPartition
@@ -128,6 +132,7 @@ class BrokerNode:
         )
         self.replicas = ReplicaManager(self, self.broker_config, self.bugs, raft_config.lazy_flush_interval_ms)
         self.lifecycle = BrokerLifecycle(self, self.broker_config, self.incarnation, endpoint)
+        self.producer_ids = ProducerIdManager(self, self.broker_config)
         self._now = 0
         self._out: list[Any] = []
         self._started = False
@@ -223,6 +228,7 @@ class BrokerNode:
             self.replicas.next_deadline(),
             self.controller.next_deadline(),
             self.lifecycle.next_deadline(),
+            self.producer_ids.next_deadline(),
             *(deadline for _, _, deadline in self._forwarded.values()),
         ]
         present = [t for t in times if t is not None]
@@ -252,6 +258,12 @@ class BrokerNode:
 
     def list_offsets(self, now: int, request_id: Any, request: ListOffsetsRequest) -> list[Any]:
         return self._run(now, lambda: self.emit(ClientResponse(request_id, self.replicas.list_offsets(request))))
+
+    def init_producer_id(self, now: int, request_id: Any, request: InitProducerIdRequest) -> list[Any]:
+        """ClientResponse(request_id, InitProducerIdResponse) follows, maybe once a block of
+        producer ids has been allocated through the quorum (``producer_ids.py``)."""
+        respond = lambda r: self.emit(ClientResponse(request_id, r))  # noqa: E731
+        return self._run(now, self.producer_ids.init_producer_id, request, respond)
 
     def metadata(self, now: int, request_id: Any, request: MetadataRequest | None = None) -> list[Any]:
         return self._run(
@@ -340,6 +352,7 @@ class BrokerNode:
                 self.controller.image_changed()
             self.controller.poll(now)
             self.lifecycle.poll(now)
+            self.producer_ids.poll(now)
             self.replicas.poll(now)
             self.replicas.settle()
             self._expire_forwarded(now)
@@ -414,6 +427,10 @@ class BrokerNode:
             self.controller.on_create_topics(message, lambda response: self.send(src, response, ctx))
         elif isinstance(message, CreateTopicsResponse):
             self._on_forwarded_answer(message)
+        elif isinstance(message, AllocateProducerIdsRequest):
+            self.controller.on_allocate_producer_ids(src, message, ctx)
+        elif isinstance(message, AllocateProducerIdsResponse):
+            self.producer_ids.on_response(message)
         else:
             raise TypeError(f"not a quorum or broker message: {type(message).__name__}")
 

@@ -18,7 +18,7 @@ LAZY_FLUSH = "lazy-flush"
 
 RAFT_BUGS = frozenset({FORGET_VOTE, RESTART_AS_LEADER, VOTE_IGNORES_LOG, COMMIT_OLD_EPOCH, LAZY_FLUSH})
 KV_BUGS = frozenset({STALE_READ})
-BROKER_BUGS = frozenset({"hw-from-leader", "no-truncate", "stale-leader-produce"})
+BROKER_BUGS = frozenset({"hw-from-leader", "no-truncate", "stale-leader-produce", "dedup-window-1"})
 ALL_BUGS = RAFT_BUGS | KV_BUGS | BROKER_BUGS
 
 
