@@ -291,6 +291,39 @@ class AlterPartitionResponse:
     correlation: int = 0
 
 
+# ---------------------------------------------------------------------------- offsets for leader epochs
+
+
+@dataclass(frozen=True, slots=True)
+class EpochQuery:
+    """KIP-320: where does ``leader_epoch`` end in the leader's log?"""
+
+    partition: TopicPartition
+    leader_epoch: int
+    current_leader_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetForLeaderEpochRequest:
+    partitions: tuple[EpochQuery, ...]
+    replica_id: int = CONSUMER_REPLICA_ID
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEndOffset:
+    """The largest epoch at or below the one asked about and its end offset (-1, -1: none)."""
+
+    partition: TopicPartition
+    error: BrokerError
+    leader_epoch: int = -1
+    end_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetForLeaderEpochResponse:
+    partitions: tuple[EpochEndOffset, ...]
+
+
 # ---------------------------------------------------------------------------- idempotent producers
 
 

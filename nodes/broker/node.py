@@ -10,7 +10,7 @@ Driver inputs (``now`` is int ns, as for :class:`~nodes.raft.RaftNode`):
   ``partition_flushed(now, tp, offset)`` — a ``FlushPartition`` completed;
 * ``resign(now)`` — graceful raft hand-off;
 * client calls: ``submit`` (register ops, as KVNode), ``produce``, ``fetch``, ``list_offsets``,
-  ``metadata``, ``create_topics``.
+  ``metadata``, ``create_topics``, ``offset_for_leader_epoch``, ``init_producer_id``.
 
 Every input returns a list of effects, to be applied **in order**: the raft effects
 (``Send``, ``PersistQuorumState``, ``AppendLog``, ``TruncateLog``, ``Flush``, ``Committed``,
@@ -73,6 +73,7 @@ from .messages import (
     ListOffsetsRequest,
     MetadataRequest,
     MetadataResponse,
+    OffsetForLeaderEpochRequest,
     PartitionMetadata,
     ProduceRequest,
     TopicMetadata,
@@ -258,6 +259,11 @@ class BrokerNode:
 
     def list_offsets(self, now: int, request_id: Any, request: ListOffsetsRequest) -> list[Any]:
         return self._run(now, lambda: self.emit(ClientResponse(request_id, self.replicas.list_offsets(request))))
+
+    def offset_for_leader_epoch(self, now: int, request_id: Any, request: OffsetForLeaderEpochRequest) -> list[Any]:
+        """ClientResponse(request_id, OffsetForLeaderEpochResponse) at once (KIP-320)."""
+        answer = self.replicas.offset_for_leader_epoch
+        return self._run(now, lambda: self.emit(ClientResponse(request_id, answer(request))))
 
     def init_producer_id(self, now: int, request_id: Any, request: InitProducerIdRequest) -> list[Any]:
         """ClientResponse(request_id, InitProducerIdResponse) follows, maybe once a block of

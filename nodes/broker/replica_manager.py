@@ -25,6 +25,7 @@ from .messages import (
     LATEST_TIMESTAMP,
     AlterPartitionRequest,
     AlterPartitionResponse,
+    EpochEndOffset,
     FetchedPartition,
     FetchPartition,
     FetchRecordsRequest,
@@ -32,6 +33,8 @@ from .messages import (
     ListedOffset,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
     ProducedPartition,
     ProducePartition,
     ProduceRequest,
@@ -453,6 +456,21 @@ class ReplicaManager:
             else:
                 out.append(ListedOffset(tp, BrokerError.INVALID_REQUEST))
         return ListOffsetsResponse(tuple(out))
+
+    # ------------------------------------------------------------------ offsets for leader epochs
+
+    def offset_for_leader_epoch(self, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
+        """Per partition (led here), the largest epoch in the epoch cache at or below the one
+        asked about and the offset where it ends: the next epoch's start, or the log end."""
+        out = []
+        for q in request.partitions:
+            error = self._leader_error(q.partition, q.current_leader_epoch)
+            if error is not BrokerError.NONE:
+                out.append(EpochEndOffset(q.partition, error))
+                continue
+            epoch, end = self.partitions[q.partition].log.end_offset_for_epoch(q.leader_epoch)
+            out.append(EpochEndOffset(q.partition, BrokerError.NONE, epoch, end if epoch >= 0 else -1))
+        return OffsetForLeaderEpochResponse(tuple(out))
 
     # ------------------------------------------------------------------ follower side
 
