@@ -2,7 +2,9 @@
 (idempotent since 3.x) and confluent-kafka (librdkafka) with ``enable.idempotence=true`` (its
 default is off) produce to a 3-partition, replication-factor-3 topic on `kraftwerk cluster up
 --backend local --nodes 3`; a consumer then reads every partition back: each acknowledged value
-exactly once, nothing duplicated. Two faults mid-produce:
+exactly once, nothing duplicated (librdkafka's producers are read by a librdkafka consumer that
+runs through the fault, and checks its positions with OffsetForLeaderEpoch after the leader
+change). Two faults mid-produce:
 
 * the leader of partition 0 is SIGKILLed (its unacknowledged batches are retried on the new
   leader, which rebuilt the producers' state from its log), then restarted;
@@ -86,6 +88,57 @@ def read_back(bootstrap: str, topic: str, want: int) -> list[bytes]:
         return out
     finally:
         consumer.close()
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+class LibrdkafkaReader:
+    """A confluent-kafka consumer reading every partition from offset 0 in a thread, started before
+    the fault so that it sees the leader change (librdkafka then validates its positions with
+    OffsetForLeaderEpoch, KIP-320). It wants a group id but commits nothing here."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.lines = _Lines()
+        log = logging.getLogger(f"librdkafka-{topic}")
+        log.addHandler(self.lines)
+        log.setLevel(logging.DEBUG)
+        log.propagate = False
+        self.consumer = confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"idem-{topic}",
+                "enable.auto.commit": False,
+                "debug": "protocol",
+                "logger": log,
+            }
+        )
+        self.consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        self.values: list[bytes] = []
+        self.want: int | None = None
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _run(self) -> None:
+        deadline = time.monotonic() + 180
+        quiet = 0
+        while time.monotonic() < deadline and (self.want is None or len(self.values) < self.want or quiet < 4):
+            m = self.consumer.poll(0.25)
+            quiet = quiet + 1 if m is None else 0
+            if m is not None and m.error() is None:
+                self.values.append(m.value())
+        self.consumer.close()
+
+    def finish(self, want: int) -> tuple[list[bytes], list[str]]:
+        self.want = want
+        self.thread.join(120)
+        return self.values, self.lines.lines
 
 
 def kill_leader_midway(directory: Path, topic: str, progress: Callable[[], int]) -> int:
@@ -220,6 +273,7 @@ def test_confluent_kafka(cluster: tuple[Path, dict[str, Any]], idempotence: bool
             producer.poll(0)
             time.sleep(0.005)
 
+    reader = LibrdkafkaReader(bootstrap, topic)
     thread = threading.Thread(target=produce)
     thread.start()
     node = inject(fault, directory, info, topic, lambda: handed)
@@ -227,7 +281,9 @@ def test_confluent_kafka(cluster: tuple[Path, dict[str, Any]], idempotence: bool
     assert producer.flush(120) == 0
     if node is not None:
         restart(directory, node)
-    read = read_back(bootstrap, topic, len(acked))
+    read, protocol = reader.finish(len(acked))
+    if fault == "kill-leader":  # the consumer checked its positions with the new leader (KIP-320)
+        assert any("Received OffsetForLeaderEpochResponse" in line for line in protocol)
     if idempotence:
         assert not any("fatal" in e.lower() for e in errors), errors[:3]
         judge(sent, acked, read)
