@@ -155,3 +155,23 @@ def test_dedup_window_1_duplicates_an_older_retry_on_a_cluster():
             assert result(c, send(c, lid, v, 5, v)).error is E.NONE
         result(c, send(c, lid, 0, 5, 0))
         assert [v for _, v in c.read_all(lid, TP)] == expected
+
+
+def test_producer_state_survives_a_restart_of_every_node():
+    """Rebuilt from the partition logs on disk: a retry after a whole-cluster restart is a duplicate."""
+    c = with_topic()
+    lid = c.leader_ready(TP)
+    for v in range(3):
+        assert result(c, send(c, lid, v, 9, v)).error is E.NONE
+    c.run_for(1_000)
+    for i in c.ids:
+        c.crash(i)
+    for i in c.ids:
+        c.boot(i)
+    assert c.run_until(lambda: c.leader_ready(TP, 3) is not None, 30_000)
+    lid = c.leader_ready(TP, 3)
+    r = result(c, send(c, lid, 1, 9, 1))
+    assert (r.error, r.base_offset) == (E.NONE, 1)
+    assert result(c, send(c, lid, 5, 9, 5)).error is E.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert result(c, send(c, lid, 3, 9, 3)).base_offset == 3
+    assert [v for _, v in c.read_all(lid, TP)] == [0, 1, 2, 3]
