@@ -2,7 +2,8 @@
 
 A 3-node loopback cluster (``kraftwerk cluster up --backend local``: ``python -m nodes`` processes
 on 127.0.0.2-4), one topic per case with one partition and replication factor 3, values of
---size bytes, kafka-python 3.x with ``enable_idempotence=False``. Cases:
+--size bytes, kafka-python 3.x with ``enable_idempotence=False`` (``--idempotence on|both``: acks=all
+also, or only, with the idempotent producer, kafka-python's default). Cases:
 
 * **batched**: ``linger_ms`` 5, ``batch_size`` 64 KiB, --messages asynchronous sends, then flush;
   throughput = messages / (first send to last acknowledgement);
@@ -17,7 +18,8 @@ together (psutil), to show where the time goes. Consumption is checked: every ac
 value is read back.
 
 Usage: .venv/bin/python benchmarks/broker.py [--messages 50000] [--unbatched 2000] [--size 100]
-       [--repeat 3] [--profile DIR]   (--profile: run the nodes under cProfile, one file per node)
+       [--repeat 3] [--idempotence off|on|both] [--profile DIR]
+       (--profile: run the nodes under cProfile, one file per node)
 Prints a Markdown table.
 """
 
@@ -58,11 +60,11 @@ def create_topic(bootstrap: str, name: str) -> None:
         admin.close()
 
 
-def producer(bootstrap: str, acks: Any, batched: bool) -> KafkaProducer:
+def producer(bootstrap: str, acks: Any, batched: bool, idempotent: bool = False) -> KafkaProducer:
     return KafkaProducer(
         bootstrap_servers=bootstrap,
         acks=acks,
-        enable_idempotence=False,
+        enable_idempotence=idempotent,
         linger_ms=5 if batched else 0,
         batch_size=64 * 1024 if batched else 16 * 1024,
         max_in_flight_requests_per_connection=5,
@@ -124,7 +126,18 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100, help="value size in bytes")
     parser.add_argument("--repeat", type=int, default=3, help="runs per case (median and best are reported)")
     parser.add_argument("--profile", type=Path, default=None, help="profile the nodes (cProfile) into DIR")
+    parser.add_argument(
+        "--idempotence",
+        choices=["off", "on", "both"],
+        default="off",
+        help="acks=all cases with the idempotent producer: off (default), on, or both side by side",
+    )
     args = parser.parse_args()
+    cases = [(1, False)]
+    if args.idempotence in ("off", "both"):
+        cases.append(("all", False))
+    if args.idempotence in ("on", "both"):
+        cases.append(("all", True))
     logging.basicConfig(level=logging.ERROR)
 
     with tempfile.TemporaryDirectory(prefix="kraftwerk-bench-broker-") as tmp:
@@ -149,11 +162,11 @@ def main() -> None:
 
         rows = []
         try:
-            for acks in (1, "all"):
+            for acks, idempotent in cases:
                 for batched in (True, False):
-                    topic = f"bench-{acks}-{'b' if batched else 'u'}"
+                    topic = f"bench-{acks}-{'b' if batched else 'u'}{'-idem' if idempotent else ''}"
                     create_topic(bootstrap, topic)
-                    p = producer(bootstrap, acks, batched)
+                    p = producer(bootstrap, acks, batched, idempotent)
                     run = run_batched if batched else run_unbatched
                     warm = 2000 if batched else 100
                     run(p, topic, warm, args.size, "w")
@@ -172,9 +185,8 @@ def main() -> None:
                     runs.sort(key=lambda run: run[0])
                     rate, lat, client_cpu, nodes_cpu = runs[len(runs) // 2]
                     best = runs[-1][0]
-                    rows.append(
-                        (acks, batched, n, rate, best, pct(lat, 50) * 1e3, pct(lat, 99) * 1e3, client_cpu, nodes_cpu)
-                    )
+                    p50, p99 = pct(lat, 50) * 1e3, pct(lat, 99) * 1e3
+                    rows.append((acks, idempotent, batched, n, rate, best, p50, p99, client_cpu, nodes_cpu))
                     print(f"  {topic}: {[f'{r[0]:,.0f}' for r in runs]} msg/s", file=sys.stderr, flush=True)
         finally:
             cluster_local.down(Path(tmp) / "cluster", timeout=20)
@@ -184,14 +196,15 @@ def main() -> None:
         f"{platform.system()} {platform.release()}; 3 nodes on loopback, {args.size}-byte values, kafka-python\n"
     )
     print(
-        "| acks | mode | messages | throughput, median (msg/s) | best (msg/s) | latency p50 (ms) | latency p99 (ms) "
-        "| client CPU (µs/msg) | nodes CPU (µs/msg) |"
+        "| acks | idempotent | mode | messages | throughput, median (msg/s) | best (msg/s) | latency p50 (ms) "
+        "| latency p99 (ms) | client CPU (µs/msg) | nodes CPU (µs/msg) |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for acks, batched, n, rate, best, p50, p99, client_cpu, nodes_cpu in rows:
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for acks, idempotent, batched, n, rate, best, p50, p99, client_cpu, nodes_cpu in rows:
         mode = "batched (linger 5 ms, 64 KiB)" if batched else "unbatched (one at a time)"
         print(
-            f"| {acks} | {mode} | {n:,} | {rate:,.0f} | {best:,.0f} | {p50:.1f} | {p99:.1f} "
+            f"| {acks} | {'yes' if idempotent else 'no'} | {mode} | {n:,} | {rate:,.0f} | {best:,.0f} "
+            f"| {p50:.1f} | {p99:.1f} "
             f"| {client_cpu * 1e6:.0f} | {nodes_cpu * 1e6:.0f} |"
         )
     print(f"\nLoad average during the run: {os.getloadavg()[0]:.1f} (1 min).")

@@ -135,6 +135,7 @@ QUEUE_CASES = [
     ("no-truncate", {"bugs": ["no-truncate"]}),
     ("stale-leader-produce", {"bugs": ["stale-leader-produce"]}),
     ("lazy-flush", {"bugs": ["lazy-flush"]}),
+    ("dedup-window-1", {"bugs": ["dedup-window-1"]}),
     ("(none: safe profile)", {}),
 ]
 

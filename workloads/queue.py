@@ -19,6 +19,19 @@ that crashed since) fails at once with `not-assigned`, as a consumer cannot fetc
 own. A replayed op's `node` is not used: the client asks who leads the partition, as it did when
 the op was recorded.
 
+With acks=all the producer is idempotent, as Kafka clients are by default (KIP-679; they turn
+idempotence off for acks 0 and 1): a process gets a producer id (`InitProducerId`) before its
+first send and numbers its batches per partition. A batch whose answer was lost stays in flight
+(at most 5, as `max.in.flight.requests.per.connection`) and is retried by the thread's next
+send to that partition (the producer is the worker thread's: it outlives a process replaced
+after an `info`), *after* the new batch, as a pipelining producer resends the batches a
+lost connection left unanswered: the broker must answer a retry of an appended batch with its
+original offset, not append it again. An OUT_OF_ORDER_SEQUENCE_NUMBER answer to the new batch
+(an older one never arrived) makes the process retry the older ones first, then the new one; an
+epoch or sequence it cannot repair makes it start over with a new producer id. A batch that
+certainly was not appended gives its sequence back. A retried batch belongs to an earlier
+operation that ended `info`; the operation that carries the retries is judged by its own batch.
+
 The request and reply bodies below are the workload's own; a transport translates them to the
 system under test (the simulator's broker messages, or the Kafka wire protocol).
 """
@@ -44,6 +57,9 @@ DEFINITE_PRODUCE_ERRORS = frozenset({2, 3, 5, 17, 19, 21, 42, 74, 75})
 INDETERMINATE_PRODUCE_ERRORS = frozenset({6, 7, 8, 20})
 REFRESH = frozenset({3, 5, 6, 74, 75})  # answers that mean "ask someone else who leads this partition"
 OFFSET_OUT_OF_RANGE = 1
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+PRODUCER_RESET = frozenset({47, 59, 90})  # INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID, PRODUCER_FENCED
+MAX_IN_FLIGHT = 5  # unanswered batches a producer keeps per partition (Kafka's dedup window)
 TOPIC_ALREADY_EXISTS = 36
 PRODUCE_TIMEOUT_MS = 1500  # the broker's wait for acks=all
 FETCH_MAX_WAIT_MS = 100
@@ -109,13 +125,30 @@ class MetadataReply:
 
 @dataclass(frozen=True)
 class Produce:
-    """One record appended to `topic`-`partition`; with acks 0 the node sends no answer."""
+    """One record appended to `topic`-`partition`; with acks 0 the node sends no answer. An
+    idempotent producer's batch carries its producer id, epoch and sequence (-1: none)."""
 
     topic: str
     partition: int
     value: bytes
     acks: int
     timeout_ms: int = PRODUCE_TIMEOUT_MS
+    producer_id: int = -1
+    producer_epoch: int = -1
+    sequence: int = -1
+
+
+@dataclass(frozen=True)
+class InitProducerId:
+    """Ask a node for an idempotent producer's id."""
+
+
+@dataclass(frozen=True)
+class ProducerId:
+    error: int
+    error_name: str
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 @dataclass(frozen=True)
@@ -159,7 +192,7 @@ class TopicCreated:
     message: str | None = None
 
 
-REQUESTS = (Metadata, Produce, Fetch, CreateTopic)  # the request bodies a transport must carry
+REQUESTS = (Metadata, Produce, Fetch, CreateTopic, InitProducerId)  # the request bodies a transport must carry
 
 
 # ---------------------------------------------------------------------------- state
@@ -181,17 +214,37 @@ class Consumer:
         self.at_end = set()
 
 
+@dataclass
+class Producer:
+    """A worker thread's idempotent producer: its (id, epoch), next sequence and unanswered
+    batches ``(sequence, value)`` per key. It belongs to the thread, not the process: a process
+    whose send ended `info` is replaced, but the application's producer lives on and retries."""
+
+    id: tuple[int, int] | None = None
+    sequences: dict[str, int] = field(default_factory=dict)
+    in_flight: dict[str, list[tuple[int, Any]]] = field(default_factory=dict)
+
+    def start(self, producer_id: int | None, epoch: int = 0) -> None:
+        self.id = None if producer_id is None else (producer_id, epoch)
+        self.sequences, self.in_flight = {}, {}
+
+
 class QueueClient:
     """One worker process's client (sans-IO): a leader cache; exactly one request outstanding."""
 
-    def __init__(self, workload: QueueWorkload, process: int, rng: random.Random) -> None:
+    def __init__(self, workload: QueueWorkload, process: int, rng: random.Random, thread: int | None = None) -> None:
         self.workload = workload
         self.consumer = workload.consumer(process)
         self.rng = rng
         self.leaders: dict[str, str] = {}
         self.op: Op = {}
-        self.stage = ""  # what the outstanding request is: metadata, send, poll, create, ready
+        self.stage = ""  # what the outstanding request is: metadata, send, poll, create, ready, pid, retry
         self.node: str | None = None  # where the outstanding request went
+        self.prod = workload.producer(thread if thread is not None else ("process", process))
+        self.batch: tuple[int, Any] | None = None  # this send's (sequence, value)
+        self.retrying: tuple[int, Any] | None = None
+        self.pending: Completion | None = None  # this send's outcome, while older batches are retried
+        self.resend = False  # this send was refused out of order: resend it after the retries
 
     def _request(self, stage: str, node: str, body: Any) -> Request:
         self.stage, self.node = stage, node
@@ -220,6 +273,10 @@ class QueueClient:
             return self._done("fail", value, f"unknown operation {f!r}")
         if f == "poll" and key not in self.consumer.assigned:
             return self._done("fail", None, "not-assigned")
+        if f == "send":
+            self.batch, self.pending, self.resend = None, None, False
+            if self.workload.idempotent and self.prod.id is None:
+                return self._request("pid", self._random_node(), InitProducerId())
         leader = self.leaders.get(key)
         if leader is None:
             return self._request("metadata", self._random_node(), Metadata(TOPIC))
@@ -229,26 +286,46 @@ class QueueClient:
         key = self.op["key"]
         if self.op["f"] == "send":
             acks = self.workload.acks
-            return self._request("send", node, Produce(TOPIC, partition_of(key), encode_value(self.op["value"]), acks))
+            if self.prod.id is None:
+                return self._request(
+                    "send", node, Produce(TOPIC, partition_of(key), encode_value(self.op["value"]), acks)
+                )
+            if self.batch is None:
+                seq = self.prod.sequences.get(key, 0)
+                self.prod.sequences[key] = seq + 1
+                self.batch = (seq, self.op["value"])
+            return self._request("send", node, self._produce(key, self.batch))
         return self._request("poll", node, Fetch(TOPIC, partition_of(key), self.consumer.positions.get(key, 0)))
+
+    def _produce(self, key: str, batch: tuple[int, Any]) -> Produce:
+        pid, epoch = self.prod.id  # type: ignore[misc]
+        value = encode_value(batch[1])
+        return Produce(TOPIC, partition_of(key), value, self.workload.acks, PRODUCE_TIMEOUT_MS, pid, epoch, batch[0])
 
     # ------------------------------------------------------------------ answers in
     def receive(self, answer: Reply | Failure) -> Step:
         stage, op = self.stage, self.op
         if stage in ("create", "ready"):
             return self._setup_answer(answer)
+        if stage == "pid":
+            return self._producer_id(answer)
+        if stage == "retry":
+            return self._retried(answer)
         key, value = op["key"], op.get("value")
         failed_value = value if op["f"] == "send" else None
         if isinstance(answer, Failure):
             self.leaders.pop(key, None)
             if stage == "send" and answer.sent:  # the record may have reached the leader and commit later
+                self._unanswered(key)
                 return self._done("info", value, answer.reason)
+            self._give_back(key)
             return self._done("fail", failed_value, answer.reason)  # nothing appended, or only a poll
         body = answer.body
         if stage == "metadata":
             self._learn(body)
             leader = self.leaders.get(key)
             if leader is None:  # nobody leads it yet: nothing was sent
+                self._give_back(key)
                 return self._done("fail", failed_value, "leader-not-available")
             return self._operate(leader)
         if stage == "send":
@@ -263,16 +340,112 @@ class QueueClient:
             else:
                 self.leaders.pop(k, None)
 
-    def _sent(self, key: str, value: Any, produced: Produced | None) -> Completion:
+    def _sent(self, key: str, value: Any, produced: Produced | None) -> Step:
         if self.workload.acks == 0 or produced is None:
             return self._done("info", value, "acks=0: no answer")
         outcome = produce_outcome(produced.error)
         if produced.error in REFRESH:
             self.leaders.pop(key, None)
+        if self.batch is not None:
+            return self._idempotent_sent(key, value, produced, outcome)
         if outcome == "ok":
             self.workload.note_ack(key, produced.base_offset)
             return self._done("ok", [produced.base_offset, value])
         return self._done(outcome, value, produced.error_name)
+
+    # ------------------------------------------------------------------ the idempotent producer
+
+    def _producer_id(self, answer: Reply | Failure) -> Step:
+        value = self.op.get("value")
+        if isinstance(answer, Failure):
+            return self._done("fail", value, f"init-producer-id: {answer.reason}")
+        body: ProducerId = answer.body
+        if body.error != 0 or body.producer_id < 0:
+            return self._done("fail", value, f"init-producer-id: {body.error_name}")
+        self.prod.start(body.producer_id, max(0, body.producer_epoch))
+        leader = self.leaders.get(self.op["key"])
+        if leader is None:
+            return self._request("metadata", self._random_node(), Metadata(TOPIC))
+        return self._operate(leader)
+
+    def _reset_producer(self) -> None:
+        """Start over with a new producer id (the unanswered batches stay `info`)."""
+        self.prod.start(None)
+
+    def _give_back(self, key: str) -> None:
+        """This send's batch certainly was not appended: its sequence is free again (it is the newest)."""
+        if self.batch is not None and self.prod.id is not None and self.prod.sequences.get(key) == self.batch[0] + 1:
+            self.prod.sequences[key] = self.batch[0]
+        self.batch = None
+
+    def _unanswered(self, key: str) -> None:
+        """This send's batch may be in the log: keep it in flight for a later retry."""
+        if self.batch is None or self.prod.id is None:
+            return
+        waiting = self.prod.in_flight.setdefault(key, [])
+        waiting.append(self.batch)
+        self.batch = None
+        if len(waiting) > MAX_IN_FLIGHT:
+            self._reset_producer()
+
+    def _idempotent_sent(self, key: str, value: Any, produced: Produced, outcome: str) -> Step:
+        waiting = self.prod.in_flight.get(key, [])
+        if produced.error == OUT_OF_ORDER_SEQUENCE_NUMBER and waiting and not self.resend:
+            self.resend = True  # an older batch never arrived: retry those, then this one
+            self.pending = None
+            return self._retry_next(key)
+        if produced.error == OUT_OF_ORDER_SEQUENCE_NUMBER or produced.error in PRODUCER_RESET:
+            self._reset_producer()
+            self.batch = None
+            return self._done("fail", value, produced.error_name)
+        if outcome == "ok":
+            self.workload.note_ack(key, produced.base_offset)
+            self.batch = None
+            self.pending = Completion("ok", [produced.base_offset, value], None, self.node)
+            return self._retry_next(key) if waiting and not self.resend else self._finish()
+        if outcome == "fail":
+            self._give_back(key)
+        else:
+            self._unanswered(key)
+        return self._done(outcome, value, produced.error_name)
+
+    def _retry_next(self, key: str) -> Step:
+        """Retry the oldest unanswered batch of `key` at its leader, or finish the operation."""
+        waiting = self.prod.in_flight.get(key, [])
+        leader = self.leaders.get(key)
+        if not waiting or leader is None:
+            return self._after_retries(key)
+        self.retrying = waiting[0]
+        self.stage, self.node = "retry", leader
+        return Request(leader, self._produce(key, waiting[0]), self.workload.timeout_s)
+
+    def _retried(self, answer: Reply | Failure) -> Step:
+        key = self.op["key"]
+        waiting = self.prod.in_flight.get(key, [])
+        body = answer.body if isinstance(answer, Reply) else None
+        if body is not None and body.error == 0:
+            if waiting and waiting[0] == self.retrying:
+                waiting.pop(0)  # in the log exactly once (appended now, or recognised as a duplicate)
+            return self._retry_next(key)
+        if isinstance(answer, Failure) or body.error in REFRESH:
+            self.leaders.pop(key, None)
+        elif body.error == OUT_OF_ORDER_SEQUENCE_NUMBER or body.error in PRODUCER_RESET:
+            self._reset_producer()  # a retry the leader cannot place: give up on those batches
+        return self._after_retries(key)
+
+    def _after_retries(self, key: str) -> Step:
+        if self.resend:
+            if self.prod.id is not None and not self.prod.in_flight.get(key) and key in self.leaders:
+                return self._request("send", self.leaders[key], self._produce(key, self.batch))  # type: ignore[arg-type]
+            self._give_back(key)
+            return self._done("fail", self.op.get("value"), "out_of_order_sequence_number")
+        return self._finish()
+
+    def _finish(self) -> Completion:
+        done = self.pending
+        assert done is not None
+        self.pending, self.stage = None, ""
+        return done
 
     def _polled(self, key: str, fetched: Fetched) -> Completion:
         consumer = self.consumer
@@ -458,6 +631,7 @@ class QueueWorkload:
         replication_factor: int = 3,
         min_isr: int = 2,
         unclean: bool = False,
+        idempotent: bool = True,
     ) -> None:
         if not nodes:
             raise ValueError("the queue workload needs at least one node")
@@ -469,8 +643,10 @@ class QueueWorkload:
         self.replication_factor = replication_factor
         self.min_isr = min_isr
         self.unclean = unclean
+        self.idempotent = idempotent and self.acks == -1  # as Kafka clients: only with acks=all
         self.ops = QueueGenerator(random.Random(f"workload-{seed}"), partitions)
         self.consumers: dict[int, Consumer] = {}
+        self.producers: dict[Any, Producer] = {}
         self.acked_max: dict[str, int] = {}
         self.partition_leaders: dict[str, str] = {}  # as the setup's last readiness check listed them
         self.setup_error = "no answer"  # why the setup has not succeeded yet
@@ -483,10 +659,14 @@ class QueueWorkload:
             "replication-factor": self.replication_factor,
             "min-isr": self.min_isr,
             "unclean": self.unclean,
+            "idempotent": self.idempotent,
         }
 
     def consumer(self, process: int) -> Consumer:
         return self.consumers.setdefault(process, Consumer())
+
+    def producer(self, owner: Any) -> Producer:
+        return self.producers.setdefault(owner, Producer())
 
     def note_ack(self, key: str, offset: int) -> None:
         if offset > self.acked_max.get(key, -1):
@@ -526,11 +706,12 @@ class QueueWorkload:
         return gen.any_of(*per_thread) if per_thread else None
 
     def client(self, thread: int, process: int) -> QueueClient:
-        return QueueClient(self, process, random.Random(f"client-{self.seed}-{thread}-{process}"))
+        return QueueClient(self, process, random.Random(f"client-{self.seed}-{thread}-{process}"), thread)
 
 
 def from_options(nodes: Sequence[str], seed: int, options: Mapping[str, Any], timeout_s: float = 2.0) -> QueueWorkload:
-    """The workload a test's queue options describe (acks, partitions, replication-factor, min-isr, unclean)."""
+    """The workload a test's queue options describe (acks, partitions, replication-factor, min-isr, unclean,
+    idempotent)."""
     return QueueWorkload(
         nodes,
         seed,
@@ -540,4 +721,5 @@ def from_options(nodes: Sequence[str], seed: int, options: Mapping[str, Any], ti
         replication_factor=int(options.get("replication-factor", 3)),
         min_isr=int(options.get("min-isr", 2)),
         unclean=bool(options.get("unclean", False)),
+        idempotent=bool(options.get("idempotent", True)),
     )

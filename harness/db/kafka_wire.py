@@ -3,7 +3,8 @@
 One `KafkaWire` per client process: one `ClientConnection` per node, opened on demand, so a
 process that crashed (an `info`) never shares a connection with its successor. Each body is one
 Kafka request with the project's own codecs (`nodes.kafka.protocol`; record batches from
-`nodes.kafka.records`): Metadata, Produce (one record per batch), Fetch, CreateTopics. kafka-python
+`nodes.kafka.records`): Metadata, Produce (one record per batch, with the idempotent producer's
+id, epoch and sequence when it has them), Fetch, CreateTopics, InitProducerId. kafka-python
 was the alternative, but its retries and buffering would hide what happened to one request, and
 the outcome of each operation must be judged from exactly one Produce or Fetch; our codecs are
 tested against kafka-python (tests/harness/test_cluster_kafka.py).
@@ -29,11 +30,13 @@ from workloads.queue import (
     CreateTopic,
     Fetch,
     Fetched,
+    InitProducerId,
     Metadata,
     MetadataReply,
     PartitionInfo,
     Produce,
     Produced,
+    ProducerId,
     TopicCreated,
 )
 
@@ -41,6 +44,7 @@ PRODUCE_VERSION = 8
 FETCH_VERSION = 11
 METADATA_VERSION = 9
 CREATE_TOPICS_VERSION = 4
+INIT_PRODUCER_ID_VERSION = 1
 FETCH_MAX_BYTES = 1 << 20
 
 
@@ -85,6 +89,8 @@ class KafkaWire:
                 return Reply(await self._fetch(request.node, body, request.timeout_s))
             if isinstance(body, CreateTopic):
                 return Reply(await self._create(request.node, body, request.timeout_s))
+            if isinstance(body, InitProducerId):
+                return Reply(await self._init_producer_id(request.node, request.timeout_s))
         except (ConnectError, BackoffError) as e:
             return Failure(f"connect: {e}", sent=False)
         except TimeoutError:
@@ -118,7 +124,15 @@ class KafkaWire:
         return MetadataReply(None)
 
     async def _produce(self, node: str, body: Produce, timeout: float) -> Produced | None:
-        batch = encode_batch(build_batch([(None, body.value)], timestamp=int(time.time() * 1000)))
+        batch = encode_batch(
+            build_batch(
+                [(None, body.value)],
+                timestamp=int(time.time() * 1000),
+                producer_id=body.producer_id,
+                producer_epoch=body.producer_epoch,
+                base_sequence=body.sequence,
+            )
+        )
         request = kp.ProduceRequest(
             acks=body.acks,
             timeout_ms=body.timeout_ms,
@@ -179,6 +193,12 @@ class KafkaWire:
         data = await self._send(node, kp.ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION, request, timeout)
         result = kp.CreateTopicsResponse.decode(data, CREATE_TOPICS_VERSION).topics[0]
         return TopicCreated(result.error_code, error_name(result.error_code), result.error_message)
+
+    async def _init_producer_id(self, node: str, timeout: float) -> ProducerId:
+        request = kp.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000)
+        data = await self._send(node, kp.ApiKey.INIT_PRODUCER_ID, INIT_PRODUCER_ID_VERSION, request, timeout)
+        r = kp.InitProducerIdResponse.decode(data, INIT_PRODUCER_ID_VERSION)
+        return ProducerId(r.error_code, error_name(r.error_code), r.producer_id, r.producer_epoch)
 
     async def close(self) -> None:
         for conn in self._conns.values():

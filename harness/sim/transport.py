@@ -4,7 +4,7 @@
 client's own link, never partitioned from the harness, as on real clusters) and calls `deliver`
 once: with the `Reply` when the node's answer arrives, or `Failure` when the request times out or
 the node closes it. A register `KvRequest` goes to the node's `client_request`; a queue body
-(`workloads.queue`: Metadata, Produce, Fetch, CreateTopic) to its broker `client_call` as the broker
+(`workloads.queue`: Metadata, Produce, Fetch, CreateTopic, InitProducerId) to its broker `client_call` as the broker
 message it stands for. An acks=0 produce is answered `Reply(None)` once sent, as no answer comes.
 """
 
@@ -16,6 +16,8 @@ from typing import Any
 from harness.sim.engine import MS
 from nodes import broker as bm
 from nodes.broker.batch import NewBatch
+from nodes.broker.messages import InitProducerIdRequest
+from nodes.broker.producer_state import ProducerBatch
 from workloads import queue
 from workloads.protocol import Answer, Failure, Reply, Request
 from workloads.register import KvReply, KvRequest
@@ -88,11 +90,16 @@ def broker_call(body: Any) -> tuple[str, Any]:
     if isinstance(body, queue.Produce):
         tp = bm.TopicPartition(body.topic, body.partition)
         # one record per batch: the batch's data is the value itself, its base offset the record's offset
-        batch = NewBatch(body.value, 1)
+        producer = None
+        if body.producer_id >= 0:
+            producer = ProducerBatch(body.producer_id, body.producer_epoch, body.sequence, 1)
+        batch = NewBatch(body.value, 1, producer=producer)
         return "produce", bm.ProduceRequest(body.acks, body.timeout_ms, (bm.ProducePartition(tp, (batch,)),))
     if isinstance(body, queue.Fetch):
         part = bm.FetchPartition(bm.TopicPartition(body.topic, body.partition), body.offset)
         return "fetch", bm.FetchRecordsRequest((part,), max_wait_ms=body.max_wait_ms, min_bytes=1)
+    if isinstance(body, queue.InitProducerId):
+        return "init_producer_id", InitProducerIdRequest()
     if isinstance(body, queue.CreateTopic):
         topic = bm.NewTopic(body.topic, body.partitions, body.replication_factor, configs=body.configs)
         return "create_topics", bm.CreateTopicsRequest((topic,), timeout_ms=body.timeout_ms)
@@ -127,5 +134,8 @@ def broker_answer(body: Any, response: Any) -> Any:
             return queue.Fetched(int(part.error), part.error.name.lower())
         records = tuple((b.base_offset, b.data) for b in part.batches)
         return queue.Fetched(0, "none", part.high_watermark, records)
+    if isinstance(body, queue.InitProducerId):
+        error = response.error
+        return queue.ProducerId(int(error), error.name.lower(), response.producer_id, response.producer_epoch)
     result = response.topics[0]
     return queue.TopicCreated(int(result.error), result.error.name.lower(), result.error_message)

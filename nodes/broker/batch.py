@@ -18,7 +18,9 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from .producer_state import ProducerBatch
 
 _LEN = struct.Struct(">I")
 _HEAD = struct.Struct(">Iqiiq")  # crc, base_offset, leader_epoch, record_count, max_timestamp
@@ -32,11 +34,14 @@ class BatchError(ValueError):
 @dataclass(frozen=True, slots=True)
 class NewBatch:
     """What a producer sends for one partition: the batch bytes and how many records they hold.
-    ``max_timestamp`` (ms, -1 if unknown) serves ListOffsets by timestamp."""
+    ``max_timestamp`` (ms, -1 if unknown) serves ListOffsets by timestamp. ``producer``: the
+    idempotent producer's fields when the caller knows them and ``data`` is not a v2 record
+    batch (the simulator); else they are read from ``data`` (``producer_state.producer_of``)."""
 
     data: bytes
     record_count: int
     max_timestamp: int = -1
+    producer: ProducerBatch | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +54,7 @@ class Batch:
     leader_epoch: int
     data: bytes
     max_timestamp: int = -1
+    producer: ProducerBatch | None = field(default=None, compare=False)
 
     @property
     def last_offset(self) -> int:

@@ -7,6 +7,9 @@
   suffix after a leader change and reporting its whole log end as replicated.
 * ``stale-leader-produce``: a broker that has led a partition keeps accepting produce for it
   after the metadata moved leadership away (or fenced it), appending at its old epoch.
+* ``dedup-window-1``: a partition leader remembers only each idempotent producer's last batch,
+  and takes an older batch it does not recognise for one whose state is gone (accepted at any
+  sequence), so a batch retried after a newer one was appended is appended twice.
 * ``lazy-flush`` (shared with the raft core): partition-log writes count as replicated and are
   acknowledged before they are flushed; flushes run only every ``lazy_flush_interval_ms``.
 """
@@ -18,5 +21,6 @@ from ..raft.bugs import LAZY_FLUSH
 HW_FROM_LEADER = "hw-from-leader"
 NO_TRUNCATE = "no-truncate"
 STALE_LEADER_PRODUCE = "stale-leader-produce"
+DEDUP_WINDOW_1 = "dedup-window-1"
 
-__all__ = ["HW_FROM_LEADER", "LAZY_FLUSH", "NO_TRUNCATE", "STALE_LEADER_PRODUCE"]
+__all__ = ["DEDUP_WINDOW_1", "HW_FROM_LEADER", "LAZY_FLUSH", "NO_TRUNCATE", "STALE_LEADER_PRODUCE"]

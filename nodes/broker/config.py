@@ -51,6 +51,7 @@ class BrokerConfig:
     replica_fetch_response_max_bytes: int = 10_485_760
     replica_fetch_backoff_ms: int = 1_000
     request_timeout_ms: int = 3_000
+    producer_id_block_size: int = 1_000  # producer ids per AllocateProducerIds block (as Kafka)
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -32,6 +32,8 @@ from .errors import BrokerError
 from .host import BrokerHost
 from .image import PartitionState
 from .messages import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerHeartbeatRequest,
@@ -48,6 +50,7 @@ from .records import (
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     TopicRecord,
     UnfenceBrokerRecord,
@@ -86,6 +89,7 @@ class Controller:
         self.pending_partitions: set[TopicPartition] = set()
         self.pending_topics: set[str] = set()
         self._dirty = False
+        self._next_producer_id = 0  # beyond the image's while a ProducerIdsRecord is in flight
 
     @property
     def active(self) -> bool:
@@ -106,6 +110,7 @@ class Controller:
             self.pending_brokers.clear()
             self.pending_partitions.clear()
             self.pending_topics.clear()
+            self._next_producer_id = 0
             self._dirty = True
 
     def image_changed(self) -> None:
@@ -143,6 +148,32 @@ class Controller:
 
         record = RegisterBrokerRecord(req.broker_id, epoch, req.incarnation, req.host, req.port)
         self._append((record,), done)
+
+    def on_allocate_producer_ids(self, src: int, req: AllocateProducerIdsRequest, ctx: Any) -> None:
+        """Hand the broker the next block of producer ids: a ProducerIdsRecord through raft, answered
+        once committed (Kafka's AllocateProducerIds)."""
+
+        def reply(error: BrokerError, start: int = -1, length: int = 0) -> None:
+            self.host.send(src, AllocateProducerIdsResponse(error, start, length, req.correlation), ctx)
+
+        if not self.active:
+            reply(BrokerError.NOT_CONTROLLER)
+            return
+        reg = self.host.image.brokers.get(req.broker_id)
+        if reg is None or reg.broker_epoch != req.broker_epoch:
+            reply(BrokerError.STALE_BROKER_EPOCH)
+            return
+        size = self.config.producer_id_block_size
+        start = max(self.host.image.next_producer_id, self._next_producer_id)
+        self._next_producer_id = start + size
+
+        def done(error: BrokerError) -> None:
+            if error is BrokerError.NONE and self.host.image.next_producer_id >= start + size:
+                reply(BrokerError.NONE, start, size)
+            else:
+                reply(BrokerError.NOT_CONTROLLER if error is BrokerError.NONE else error)
+
+        self._append((ProducerIdsRecord(req.broker_id, req.broker_epoch, start + size),), done)
 
     def on_heartbeat(self, src: int, req: BrokerHeartbeatRequest, ctx: Any) -> None:
         def reply(error: BrokerError, fenced: bool = True) -> None:

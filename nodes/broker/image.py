@@ -19,6 +19,7 @@ from .records import (
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     TopicRecord,
     UnfenceBrokerRecord,
@@ -85,6 +86,7 @@ class MetadataImage:
         self.offset = 0  # next raft offset to apply
         self.last_epoch = 0  # raft epoch of the last applied record
         self.rejected = 0  # batches skipped as stale or malformed
+        self.next_producer_id = 0  # producer ids below it are allocated (ProducerIdsRecord)
 
     # -- queries
 
@@ -200,6 +202,16 @@ class MetadataImage:
             _check_shape(current.replicas, rec.isr, rec.leader)
             state = PartitionState(current.replicas, rec.isr, rec.leader, rec.leader_epoch, current.partition_epoch + 1)
             self._set_partition(rec.tp, state, undo, changes)
+        elif isinstance(rec, ProducerIdsRecord):
+            old_next = self.next_producer_id
+            if rec.next_producer_id <= old_next:
+                raise _Reject
+            self.next_producer_id = rec.next_producer_id
+
+            def restore_next() -> None:
+                self.next_producer_id = old_next
+
+            undo.append(restore_next)
         else:  # pragma: no cover - decode_metadata only yields the types above
             raise _Reject
 

@@ -291,12 +291,81 @@ class AlterPartitionResponse:
     correlation: int = 0
 
 
+# ---------------------------------------------------------------------------- offsets for leader epochs
+
+
+@dataclass(frozen=True, slots=True)
+class EpochQuery:
+    """KIP-320: where does ``leader_epoch`` end in the leader's log?"""
+
+    partition: TopicPartition
+    leader_epoch: int
+    current_leader_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetForLeaderEpochRequest:
+    partitions: tuple[EpochQuery, ...]
+    replica_id: int = CONSUMER_REPLICA_ID
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEndOffset:
+    """The largest epoch at or below the one asked about and its end offset (-1, -1: none)."""
+
+    partition: TopicPartition
+    error: BrokerError
+    leader_epoch: int = -1
+    end_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetForLeaderEpochResponse:
+    partitions: tuple[EpochEndOffset, ...]
+
+
+# ---------------------------------------------------------------------------- idempotent producers
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerIdRequest:
+    """A client asks for a producer id (idempotent producers only: no transactional id)."""
+
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerIdResponse:
+    error: BrokerError
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateProducerIdsRequest:
+    """A broker asks the active controller for a block of producer ids (Kafka's API 67)."""
+
+    broker_id: int
+    broker_epoch: int
+    correlation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateProducerIdsResponse:
+    error: BrokerError
+    producer_id_start: int = -1
+    producer_id_len: int = 0
+    correlation: int = 0
+
+
 BrokerRequest = (
     FetchRecordsRequest
     | BrokerRegistrationRequest
     | BrokerHeartbeatRequest
     | AlterPartitionRequest
     | CreateTopicsRequest
+    | AllocateProducerIdsRequest
 )
 BrokerResponse = (
     FetchRecordsResponse
@@ -304,6 +373,7 @@ BrokerResponse = (
     | BrokerHeartbeatResponse
     | AlterPartitionResponse
     | CreateTopicsResponse
+    | AllocateProducerIdsResponse
 )
 BROKER_REQUESTS = (
     FetchRecordsRequest,
@@ -311,6 +381,7 @@ BROKER_REQUESTS = (
     BrokerHeartbeatRequest,
     AlterPartitionRequest,
     CreateTopicsRequest,
+    AllocateProducerIdsRequest,
 )
 BROKER_RESPONSES = (
     FetchRecordsResponse,
@@ -318,6 +389,7 @@ BROKER_RESPONSES = (
     BrokerHeartbeatResponse,
     AlterPartitionResponse,
     CreateTopicsResponse,
+    AllocateProducerIdsResponse,
 )
 
 

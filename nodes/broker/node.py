@@ -11,7 +11,7 @@ driver's monotonic clock as ``mono``, passed on to the quorum core):
   ``partition_flushed(now, tp, offset)`` — a ``FlushPartition`` completed;
 * ``resign(now)`` — graceful raft hand-off;
 * client calls: ``submit`` (register ops, as KVNode), ``produce``, ``fetch``, ``list_offsets``,
-  ``metadata``, ``create_topics``.
+  ``metadata``, ``create_topics``, ``offset_for_leader_epoch``, ``init_producer_id``.
 
 Every input returns a list of effects, to be applied **in order**: the raft effects
 (``Send``, ``PersistQuorumState``, ``AppendLog``, ``TruncateLog``, ``Flush``, ``Committed``,
@@ -56,6 +56,8 @@ from .image import ImageChange, MetadataImage, PartitionChange
 from .kv_layer import ControllerAppend, RegisterService
 from .lifecycle import BrokerLifecycle
 from .messages import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerHeartbeatRequest,
@@ -68,13 +70,16 @@ from .messages import (
     CreateTopicsResponse,
     FetchRecordsRequest,
     FetchRecordsResponse,
+    InitProducerIdRequest,
     ListOffsetsRequest,
     MetadataRequest,
     MetadataResponse,
+    OffsetForLeaderEpochRequest,
     PartitionMetadata,
     ProduceRequest,
     TopicMetadata,
 )
+from .producer_ids import ProducerIdManager
 from .records import MetadataRecord, encode_metadata
 from .replica_manager import ReplicaManager
 from .topic_partition import TopicPartition
@@ -129,6 +134,7 @@ class BrokerNode:
         )
         self.replicas = ReplicaManager(self, self.broker_config, self.bugs, raft_config.lazy_flush_interval_ms)
         self.lifecycle = BrokerLifecycle(self, self.broker_config, self.incarnation, endpoint)
+        self.producer_ids = ProducerIdManager(self, self.broker_config)
         self._now = 0
         self._mono = 0  # the driver's monotonic clock at this input (leader leases), `now` when not given
         self._out: list[Any] = []
@@ -229,6 +235,7 @@ class BrokerNode:
             self.replicas.next_deadline(),
             self.controller.next_deadline(),
             self.lifecycle.next_deadline(),
+            self.producer_ids.next_deadline(),
             *(deadline for _, _, deadline in self._forwarded.values()),
         ]
         present = [t for t in times if t is not None]
@@ -267,6 +274,21 @@ class BrokerNode:
         return self._run(
             now, lambda: self.emit(ClientResponse(request_id, self.replicas.list_offsets(request))), mono=mono
         )
+
+    def offset_for_leader_epoch(
+        self, now: int, request_id: Any, request: OffsetForLeaderEpochRequest, *, mono: int | None = None
+    ) -> list[Any]:
+        """ClientResponse(request_id, OffsetForLeaderEpochResponse) at once (KIP-320)."""
+        answer = self.replicas.offset_for_leader_epoch
+        return self._run(now, lambda: self.emit(ClientResponse(request_id, answer(request))), mono=mono)
+
+    def init_producer_id(
+        self, now: int, request_id: Any, request: InitProducerIdRequest, *, mono: int | None = None
+    ) -> list[Any]:
+        """ClientResponse(request_id, InitProducerIdResponse) follows, maybe once a block of
+        producer ids has been allocated through the quorum (``producer_ids.py``)."""
+        respond = lambda r: self.emit(ClientResponse(request_id, r))  # noqa: E731
+        return self._run(now, self.producer_ids.init_producer_id, request, respond, mono=mono)
 
     def metadata(
         self, now: int, request_id: Any, request: MetadataRequest | None = None, *, mono: int | None = None
@@ -360,6 +382,7 @@ class BrokerNode:
                 self.controller.image_changed()
             self.controller.poll(now)
             self.lifecycle.poll(now)
+            self.producer_ids.poll(now)
             self.replicas.poll(now)
             self.replicas.settle()
             self._expire_forwarded(now)
@@ -436,6 +459,10 @@ class BrokerNode:
             self.controller.on_create_topics(message, lambda response: self.send(src, response, ctx))
         elif isinstance(message, CreateTopicsResponse):
             self._on_forwarded_answer(message)
+        elif isinstance(message, AllocateProducerIdsRequest):
+            self.controller.on_allocate_producer_ids(src, message, ctx)
+        elif isinstance(message, AllocateProducerIdsResponse):
+            self.producer_ids.on_response(message)
         else:
             raise TypeError(f"not a quorum or broker message: {type(message).__name__}")
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from .batch import Batch, NewBatch
 from .image import PartitionState
 from .log import PartitionLog
+from .producer_state import ProducerStateManager
 from .topic_partition import TopicPartition
 
 
@@ -96,6 +97,17 @@ class Partition:
         self.pending_isr: PendingIsr | None = None
         self.led_epoch: int | None = None  # last epoch this broker led in (stale-leader-produce)
         self.fetch_backoff_until: int | None = None  # follower: skip fetching until then
+        self._producers: ProducerStateManager | None = None  # rebuilt from the log when needed
+        self.producer_window: tuple[int, bool] = (5, False)  # (batches retained, lenient): seeded bug
+
+    @property
+    def producers(self) -> ProducerStateManager:
+        """The idempotent producers' state, rebuilt from the log after a role change or truncation."""
+        if self._producers is None:
+            window, lenient = self.producer_window
+            self._producers = ProducerStateManager(window, lenient)
+            self._producers.rebuild(self.log.batches)
+        return self._producers
 
     # -- views
 
@@ -125,6 +137,7 @@ class Partition:
     def become_leader(self, state: PartitionState, now: int) -> None:
         self.set_state(state)
         self.role = Role.LEADER
+        self._producers = None
         self.led_epoch = state.leader_epoch
         self.epoch_start_offset = self.leo
         self.log.assign_epoch(state.leader_epoch)
@@ -139,6 +152,7 @@ class Partition:
     def become_follower(self, state: PartitionState) -> None:
         self.set_state(state)
         self.role = Role.FOLLOWER
+        self._producers = None
         self.remotes = {}
         self.pending_isr = None
         self.fetch_backoff_until = None
@@ -161,7 +175,7 @@ class Partition:
     def append_as_leader(self, batches: Sequence[NewBatch], epoch: int) -> tuple[Batch, ...]:
         out = []
         for new in batches:
-            batch = Batch(self.leo, new.record_count, epoch, bytes(new.data), new.max_timestamp)
+            batch = Batch(self.leo, new.record_count, epoch, bytes(new.data), new.max_timestamp, new.producer)
             self.log.append(batch)
             out.append(batch)
         return tuple(out)
@@ -234,6 +248,7 @@ class Partition:
     def truncate(self, offset: int) -> int:
         """Truncate the log (whole batches); returns the new LEO."""
         end = self.log.truncate(offset)
+        self._producers = None
         self.flushed = min(self.flushed, end)
         if self.flush_inflight is not None:
             self.flush_inflight = min(self.flush_inflight, end)

@@ -17,6 +17,8 @@ or nothing). Each record is a JSON object with a ``"type"`` field:
 ``topic``              ``name, topic_id, configs`` (``[[key, value], ...]``)
 ``partition``          ``topic, partition, replicas, isr, leader, leader_epoch, partition_epoch``
 ``partition-change``   ``topic, partition, expected_partition_epoch, isr, leader, leader_epoch``
+``producer-ids``       ``broker_id, broker_epoch, next_producer_id`` (a block of producer ids
+                       handed to a broker: everything below ``next_producer_id`` is taken)
 =====================  ==================================================================
 
 ``leader`` is null for "no leader". ``broker_epoch`` is the raft offset of the broker's
@@ -100,6 +102,16 @@ class PartitionChangeRecord:
         return TopicPartition(self.topic, self.partition)
 
 
+@dataclass(frozen=True, slots=True)
+class ProducerIdsRecord:
+    """Kafka's ProducerIdsRecord: ids below ``next_producer_id`` are allocated (the last block to
+    ``broker_id``); applied only if it moves the next id forward."""
+
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | FenceBrokerRecord
@@ -107,6 +119,7 @@ MetadataRecord = (
     | TopicRecord
     | PartitionRecord
     | PartitionChangeRecord
+    | ProducerIdsRecord
 )
 
 _TYPES: dict[str, type] = {
@@ -116,6 +129,7 @@ _TYPES: dict[str, type] = {
     "topic": TopicRecord,
     "partition": PartitionRecord,
     "partition-change": PartitionChangeRecord,
+    "producer-ids": ProducerIdsRecord,
 }
 _NAMES = {cls: name for name, cls in _TYPES.items()}
 _INT_TUPLES = {"replicas", "isr"}

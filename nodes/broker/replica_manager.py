@@ -25,6 +25,7 @@ from .messages import (
     LATEST_TIMESTAMP,
     AlterPartitionRequest,
     AlterPartitionResponse,
+    EpochEndOffset,
     FetchedPartition,
     FetchPartition,
     FetchRecordsRequest,
@@ -32,12 +33,15 @@ from .messages import (
     ListedOffset,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
     ProducedPartition,
     ProducePartition,
     ProduceRequest,
     ProduceResponse,
 )
 from .partition import Partition, PendingIsr, Role
+from .producer_state import Duplicate, producer_of
 from .purgatory import Purgatory
 from .topic_partition import TopicPartition
 
@@ -64,11 +68,17 @@ class ReplicaManager:
     def load(self, logs: Mapping[TopicPartition, Iterable[Batch]], now: int) -> None:
         """Partition logs recovered from disk (all of it counts as flushed)."""
         for tp, batches in sorted(logs.items()):
-            self.partitions[tp] = Partition(tp, self.node_id, PartitionLog(batches))
+            self.partitions[tp] = self._new_partition(tp, PartitionLog(batches))
         if self.lazy:
             self._lazy_flush_at = now + self.lazy_interval
 
     # ------------------------------------------------------------------ helpers
+
+    def _new_partition(self, tp: TopicPartition, log: PartitionLog) -> Partition:
+        p = Partition(tp, self.node_id, log)
+        if B.DEDUP_WINDOW_1 in self.bugs:
+            p.producer_window = (1, True)
+        return p
 
     def _min_isr(self, tp: TopicPartition) -> int:
         value = self.host.image.topic_config(tp.topic, "min.insync.replicas")
@@ -121,7 +131,7 @@ class ReplicaManager:
             seen.add(tp)
             p = self.partitions.get(tp)
             if p is None:
-                p = self.partitions[tp] = Partition(tp, self.node_id, PartitionLog())
+                p = self.partitions[tp] = self._new_partition(tp, PartitionLog())
             self._apply_state(p, state, registered, may_lead)
         for tp, p in self.partitions.items():
             if tp not in seen and p.role is not Role.NONE:
@@ -241,7 +251,17 @@ class ReplicaManager:
                 epoch = p.leader_epoch
             else:  # stale-leader-produce: keep appending at the epoch we last led in
                 epoch = max(p.led_epoch or 0, p.log.latest_epoch or 0)
+            infos = [producer_of(b) for b in pp.batches]
+            verdict = p.producers.validate(infos) if any(infos) else None
+            if isinstance(verdict, BrokerError):
+                statuses[pp.partition] = ProduceStatus(-1, -1, verdict, done=True)
+                continue
+            if isinstance(verdict, Duplicate):  # a retry: answered with the original offsets once replicated
+                statuses[p.tp] = ProduceStatus(verdict.first_offset, verdict.last_offset + 1)
+                continue
             batches = p.append_as_leader(pp.batches, epoch)
+            for info, batch in zip(infos, batches, strict=True):
+                p.producers.appended(info, batch.base_offset, batch.last_offset)
             self.host.emit(AppendPartitionLog(p.tp, batches))
             self.request_flush(p)
             statuses[p.tp] = ProduceStatus(batches[0].base_offset, p.leo)
@@ -436,6 +456,21 @@ class ReplicaManager:
             else:
                 out.append(ListedOffset(tp, BrokerError.INVALID_REQUEST))
         return ListOffsetsResponse(tuple(out))
+
+    # ------------------------------------------------------------------ offsets for leader epochs
+
+    def offset_for_leader_epoch(self, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
+        """Per partition (led here), the largest epoch in the epoch cache at or below the one
+        asked about and the offset where it ends: the next epoch's start, or the log end."""
+        out = []
+        for q in request.partitions:
+            error = self._leader_error(q.partition, q.current_leader_epoch)
+            if error is not BrokerError.NONE:
+                out.append(EpochEndOffset(q.partition, error))
+                continue
+            epoch, end = self.partitions[q.partition].log.end_offset_for_epoch(q.leader_epoch)
+            out.append(EpochEndOffset(q.partition, BrokerError.NONE, epoch, end if epoch >= 0 else -1))
+        return OffsetForLeaderEpochResponse(tuple(out))
 
     # ------------------------------------------------------------------ follower side
 

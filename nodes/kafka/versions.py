@@ -1,8 +1,8 @@
 """API keys, the version ranges this broker supports, and which versions are flexible.
 
 The advertised ranges match one real broker release (Kafka 3.0: Produce 9, Fetch 12,
-ListOffsets 7, InitProducerId 4, CreateTopics 7), except Metadata, which goes to 12 (3.1;
-it only makes topic names nullable in responses). kafka-python infers the broker version from
+ListOffsets 7, InitProducerId 4, CreateTopics 7, OffsetForLeaderEpoch 4), except Metadata, which
+goes to 12 (3.1; it only makes topic names nullable in responses). kafka-python infers the broker version from
 these maxima (ListOffsets 7 → 3.0), so keep them consistent when changing one. Fetch stops at 12:
 13+ names topics by id.
 """
@@ -169,6 +169,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 3),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),  # 0-1 removed by KIP-896, like Produce 0-2
 }
 
 

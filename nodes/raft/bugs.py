@@ -28,7 +28,7 @@ RAFT_BUGS = frozenset(
     {FORGET_VOTE, RESTART_AS_LEADER, VOTE_IGNORES_LOG, COMMIT_OLD_EPOCH, LAZY_FLUSH, LEASE_WALL_CLOCK}
 )
 KV_BUGS = frozenset({STALE_READ})
-BROKER_BUGS = frozenset({"hw-from-leader", "no-truncate", "stale-leader-produce"})
+BROKER_BUGS = frozenset({"hw-from-leader", "no-truncate", "stale-leader-produce", "dedup-window-1"})
 SKIP_CRC = "skip-crc"
 STORAGE_BUGS = frozenset({SKIP_CRC})
 ALL_BUGS = RAFT_BUGS | KV_BUGS | BROKER_BUGS | STORAGE_BUGS

@@ -11,6 +11,7 @@ controller listener, with these private api keys (a request and its response sha
 1102   ``BrokerHeartbeatRequest`` / ``BrokerHeartbeatResponse``
 1103   ``AlterPartitionRequest`` / ``AlterPartitionResponse``
 1104   ``CreateTopicsRequest`` / ``CreateTopicsResponse`` (forwarded to the active controller)
+1110   ``AllocateProducerIdsRequest`` / ``AllocateProducerIdsResponse`` (producer id blocks)
 =====  ==============================================================
 
 Body::
@@ -41,6 +42,8 @@ from ..broker.batch import Batch
 from ..broker.messages import (
     BROKER_REQUESTS,
     BROKER_RESPONSES,
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerHeartbeatRequest,
@@ -70,6 +73,8 @@ API_KEYS: dict[type, int] = {
     AlterPartitionResponse: 1103,
     CreateTopicsRequest: 1104,
     CreateTopicsResponse: 1104,
+    AllocateProducerIdsRequest: 1110,
+    AllocateProducerIdsResponse: 1110,
 }
 BROKER_API_KEYS = frozenset(API_KEYS.values())
 _BY_NAME: dict[str, type] = {cls.__name__: cls for cls in (*BROKER_REQUESTS, *BROKER_RESPONSES)}
@@ -84,6 +89,8 @@ def source_of(message: Any) -> int | None:
     if isinstance(message, FetchRecordsRequest):
         return message.replica_id
     if isinstance(message, BrokerRegistrationRequest | BrokerHeartbeatRequest | AlterPartitionRequest):
+        return message.broker_id
+    if isinstance(message, AllocateProducerIdsRequest):
         return message.broker_id
     return None
 

@@ -7,12 +7,12 @@
   UNSUPPORTED_VERSION reply (KIP-511) so clients retry lower;
 * an API or version we do not serve, or a body that does not decode: the connection is closed
   (as Kafka does), logged with the client's address; other connections are untouched;
-* Produce, Fetch, ListOffsets, Metadata, CreateTopics: mapped with ``kafkaapi.py`` and handed
-  to :class:`~nodes.broker.BrokerNode` with a fresh request id; the core's ``ClientResponse``
+* Produce, Fetch, ListOffsets, Metadata, CreateTopics, InitProducerId, OffsetForLeaderEpoch:
+  mapped with ``kafkaapi.py`` and handed to :class:`~nodes.broker.BrokerNode` with a fresh
+  request id; the core's ``ClientResponse``
   resolves the request's future (maybe later: a parked fetch or an acks=all produce), which the
   server writes back in request order. acks=0 produce answers nothing; a
-  ``CloseClientConnection`` (an acks=0 produce that failed) closes that connection;
-* InitProducerId: refused (``kafkaapi.init_producer_id_response``).
+  ``CloseClientConnection`` (an acks=0 produce that failed) closes that connection.
 """
 
 from __future__ import annotations
@@ -49,8 +49,18 @@ class KafkaService:
         self.log = logging.getLogger(f"nodes.{driver.name}.kafka")
         self._ids = itertools.count()
         self._pending: dict[int, tuple[asyncio.Future[bytes], Builder]] = {}
-        self._warned_idempotence = False
-        self.requests = dict.fromkeys(("produce", "fetch", "list_offsets", "metadata", "create_topics"), 0)
+        self.requests = dict.fromkeys(
+            (
+                "produce",
+                "fetch",
+                "list_offsets",
+                "metadata",
+                "create_topics",
+                "init_producer_id",
+                "offset_for_leader_epoch",
+            ),
+            0,
+        )
 
     @property
     def pending(self) -> int:
@@ -94,15 +104,17 @@ class KafkaService:
         if key == ApiKey.CREATE_TOPICS:
             return self._create_topics(message, version)
         if key == ApiKey.INIT_PRODUCER_ID:
-            if not self._warned_idempotence:
-                self._warned_idempotence = True
-                self.log.warning(
-                    "%s (%s): refusing InitProducerId: idempotent producers are not supported; "
-                    "use enable_idempotence=False (kafka-python) / enable.idempotence=false",
-                    request.peer,
-                    request.client_id,
-                )
-            return ka.init_producer_id_response().encode(version)
+            return self._submit(
+                "init_producer_id",
+                ka.init_producer_id_request(message),
+                lambda r: ka.init_producer_id_response(r).encode(version),
+            )
+        if key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
+            return self._submit(
+                "offset_for_leader_epoch",
+                ka.offset_for_leader_epoch_request(message),
+                lambda r: ka.offset_for_leader_epoch_response(message, r).encode(version),
+            )
         raise CloseConnection  # pragma: no cover - every supported key is handled above
 
     def _api_versions(self, request: Request) -> bytes:

@@ -3,15 +3,18 @@
 Pure functions between the Kafka request/response classes of ``nodes.kafka.protocol`` and the
 broker core's messages (``nodes.broker.messages``); the driver (``kafka_service.py``) calls the
 core in between. APIs and versions: ``nodes.kafka.versions.SUPPORTED`` (ApiVersions 0-3,
-Metadata 1-12, Produce 3-9, Fetch 4-12, ListOffsets 1-7, CreateTopics 2-7, InitProducerId 0-4).
+Metadata 1-12, Produce 3-9, Fetch 4-12, ListOffsets 1-7, CreateTopics 2-7, InitProducerId 0-4,
+OffsetForLeaderEpoch 0-4).
 
 * **Produce**: every partition's records are checked with
   :func:`nodes.kafka.records.validate_produce` first (exactly one v2 batch, CRC-32C, offset
   deltas, record framing); a bad partition gets that check's error code (CORRUPT_MESSAGE,
   INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE) and never reaches the core. Transactional
-  requests get TRANSACTIONAL_ID_AUTHORIZATION_FAILED, batches carrying a producer id
-  UNKNOWN_PRODUCER_ID: there are no transactions and no idempotent producers (see
-  InitProducerId).
+  requests and batches get TRANSACTIONAL_ID_AUTHORIZATION_FAILED (there are no transactions).
+  Idempotent batches (a producer id) go to the core, whose partition leader checks their
+  sequence (``nodes.broker.producer_state``): a retried batch is answered with its original
+  offset, a gap with OUT_OF_ORDER_SEQUENCE_NUMBER, an old producer epoch with
+  INVALID_PRODUCER_EPOCH.
 * **Fetch** is sessionless (``session_id`` 0; a request naming a session gets
   FETCH_SESSION_ID_NOT_FOUND). Every fetch is a consumer fetch (replicas replicate over the
   controller listener, ``brokerwire.py``), reading up to the high watermark; stored batches are
@@ -25,11 +28,11 @@ Metadata 1-12, Produce 3-9, Fetch 4-12, ListOffsets 1-7, CreateTopics 2-7, InitP
   leader epoch, replicas, ISR, offline replicas. Topics are never created automatically.
 * **CreateTopics** goes to the core (forwarded to the active controller when needed); at most
   :data:`MAX_PARTITIONS` partitions per topic.
-* **InitProducerId** is refused with CLUSTER_AUTHORIZATION_FAILED — what Kafka answers when
-  idempotent writes are not allowed — because the broker keeps no producer state (no sequence
-  dedupe). kafka-python 3.x enables idempotence by default; such a producer fails with
-  "Unexpected error in InitProducerIdResponse: … ClusterAuthorizationFailedError", so use
-  ``enable_idempotence=False``.
+* **InitProducerId** (idempotent producers) goes to the core, which hands out producer ids from
+  blocks allocated through the quorum (``nodes.broker.producer_ids``); with a transactional id it
+  is TRANSACTIONAL_ID_AUTHORIZATION_FAILED (no transactions).
+* **OffsetForLeaderEpoch** (KIP-320): the partition leader's epoch cache answers where an epoch
+  ends; -1/-1 when it has no epoch at or below the one asked about.
 """
 
 from __future__ import annotations
@@ -58,7 +61,10 @@ __all__ = [
     "fetch_request",
     "fetch_response",
     "fetch_session_error",
+    "init_producer_id_request",
     "init_producer_id_response",
+    "offset_for_leader_epoch_request",
+    "offset_for_leader_epoch_response",
     "list_offsets_request",
     "list_offsets_response",
     "metadata_request",
@@ -73,8 +79,6 @@ MAX_PARTITIONS = 1_000
 """Largest partition count accepted per topic in CreateTopics (the core itself has no cap)."""
 MAX_FETCH_WAIT_MS = 60_000
 """Longest a fetch may park (larger ``max_wait_ms`` values are clamped)."""
-
-_NO_PRODUCER = -1
 
 
 def _epoch(value: int) -> int | None:
@@ -119,11 +123,8 @@ def produce_plan(req: kp.ProduceRequest) -> ProducePlan:
             except RecordError as exc:
                 errors[key] = (int(exc.error_code), str(exc))
                 continue
-            if header.producer_id != _NO_PRODUCER or header.is_transactional:
-                errors[key] = (
-                    ErrorCode.UNKNOWN_PRODUCER_ID,
-                    "idempotent and transactional producers are not supported (InitProducerId is refused)",
-                )
+            if header.is_transactional:
+                errors[key] = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
                 continue
             batch = NewBatch(bytes(pd.records), header.record_count, header.max_timestamp)  # type: ignore[arg-type]
             parts.append(bm.ProducePartition(TopicPartition(topic.name, pd.index), (batch,)))
@@ -366,6 +367,37 @@ def create_topics_response(
 # --- InitProducerId ---------------------------------------------------------------------------
 
 
-def init_producer_id_response() -> kp.InitProducerIdResponse:
-    """Idempotent producers are refused (see the module docstring)."""
-    return kp.InitProducerIdResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+def init_producer_id_request(req: kp.InitProducerIdRequest) -> bm.InitProducerIdRequest:
+    return bm.InitProducerIdRequest(req.transactional_id, req.transaction_timeout_ms)
+
+
+def init_producer_id_response(resp: bm.InitProducerIdResponse) -> kp.InitProducerIdResponse:
+    return kp.InitProducerIdResponse(
+        error_code=int(resp.error), producer_id=resp.producer_id, producer_epoch=resp.producer_epoch
+    )
+
+
+# --- OffsetForLeaderEpoch ---------------------------------------------------------------------
+
+
+def offset_for_leader_epoch_request(req: kp.OffsetForLeaderEpochRequest) -> bm.OffsetForLeaderEpochRequest:
+    parts = tuple(
+        bm.EpochQuery(TopicPartition(t.topic, p.partition), p.leader_epoch, _epoch(p.current_leader_epoch))
+        for t in req.topics
+        for p in t.partitions
+    )
+    return bm.OffsetForLeaderEpochRequest(parts, req.replica_id if req.replica_id >= 0 else -1)
+
+
+def offset_for_leader_epoch_response(
+    req: kp.OffsetForLeaderEpochRequest, resp: bm.OffsetForLeaderEpochResponse
+) -> kp.OffsetForLeaderEpochResponse:
+    results = iter(resp.partitions)
+    topics = []
+    for t in req.topics:
+        out = []
+        for p in t.partitions:
+            r = next(results)
+            out.append(kp.EpochEndOffsetResult(int(r.error), p.partition, r.leader_epoch, r.end_offset))
+        topics.append(kp.OffsetForLeaderTopicResult(t.topic, out))
+    return kp.OffsetForLeaderEpochResponse(topics=topics)

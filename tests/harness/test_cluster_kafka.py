@@ -81,8 +81,7 @@ def cluster(
 def producer(bootstrap: str, acks: Any, **kwargs: Any) -> KafkaProducer:
     return KafkaProducer(
         bootstrap_servers=bootstrap,
-        acks=acks,
-        enable_idempotence=False,
+        acks=acks,  # idempotence stays at its default: on for acks=all, off (silently) for acks 0 and 1
         retries=20,
         retry_backoff_ms=200,
         request_timeout_ms=10_000,
@@ -126,20 +125,20 @@ def test_kafka_python_produces_and_consumes_through_a_leader_kill(cluster: tuple
     finally:
         admin.close()
 
-    # kafka-python's default producer is idempotent: refused at InitProducerId, with a clear error
+    # kafka-python's default producer is idempotent: it gets a producer id and writes with sequences
     default = KafkaProducer(bootstrap_servers=bootstrap, max_block_ms=10_000)
-    with pytest.raises(KafkaError, match="InitProducerId.*ClusterAuthorizationFailed"):
-        default.send("t", b"idempotent").get(15)
+    assert default.send("t", b"idempotent").get(15).offset == 0
+    assert default._transaction_manager.producer_id_and_epoch.producer_id >= 0
     default.close(2)
 
     # one acknowledged record first: acks=0 has no way to retry, so it must not race the new
     # partition's first leader election or the producer's first metadata (on a busy machine the
     # records of an acks=0 producer that starts too early are legitimately lost)
     warm = producer(bootstrap, "all", linger_ms=0)
-    assert warm.send("t", b"warm-up").get(30).offset == 0
+    assert warm.send("t", b"warm-up").get(30).offset == 1
     warm.close(5)
-    sent: dict[str, list[bytes]] = {"warm": [b"warm-up"]}
-    offsets: dict[bytes, int] = {b"warm-up": 0}
+    sent: dict[str, list[bytes]] = {"warm": [b"idempotent", b"warm-up"]}
+    offsets: dict[bytes, int] = {b"idempotent": 0, b"warm-up": 1}
     for acks in (0, 1, "all"):
         values = [f"acks{acks}-{i}".encode() for i in range(20)]
         p = producer(bootstrap, acks, linger_ms=2)
@@ -150,8 +149,8 @@ def test_kafka_python_produces_and_consumes_through_a_leader_kill(cluster: tuple
                 offsets[v] = f.get(10).offset
         p.close(5)
         sent[str(acks)] = values
-    read = consume_all(bootstrap, want=61)
-    assert [o for o, _ in read] == list(range(61))
+    read = consume_all(bootstrap, want=62)
+    assert [o for o, _ in read] == list(range(62))
     assert [v for _, v in read] == sent["warm"] + sent["0"] + sent["1"] + sent["all"]  # acks=0 arrived too
     assert all(read[offsets[v]][1] == v for v in offsets)
     target = sent["all"][5]

@@ -230,6 +230,8 @@ class FakeBroker:
         body = request.body
         if isinstance(body, q.Metadata):
             return Reply(q.MetadataReply(tuple(q.PartitionInfo(p, "n1", 3) for p in range(2))))
+        if isinstance(body, q.InitProducerId):
+            return Reply(q.ProducerId(0, "none", 1, 0))
         if isinstance(body, q.Produce):
             log = self.logs.setdefault(body.partition, [])
             log.append(int(body.value))

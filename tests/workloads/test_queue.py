@@ -25,6 +25,8 @@ def metadata(*leaders: str | None, isr: int = 3) -> Reply:
 
 
 def workload(**kw: Any) -> q.QueueWorkload:
+    """A plain (non-idempotent) producer unless asked: the idempotent one has its own tests below."""
+    kw.setdefault("idempotent", False)
     return q.QueueWorkload(NODES, 1, **kw)
 
 
@@ -186,6 +188,99 @@ def _expected(body: Any) -> Any:
     }[type(body)]
 
 
+def idem_send(c: q.QueueClient, value: int, key: str = "t0-0") -> Request:
+    step = c.invoke({"f": "send", "key": key, "value": value})
+    assert isinstance(step, Request) and isinstance(step.body, q.Produce)
+    return step
+
+
+def test_the_idempotent_producer_gets_an_id_then_numbers_its_batches() -> None:
+    w = q.QueueWorkload(NODES, 1)
+    assert w.idempotent and w.options()["idempotent"] is True
+    assert not q.QueueWorkload(NODES, 1, acks="1").idempotent  # as Kafka clients: only with acks=all
+    c = w.client(0, 0)
+    step = c.invoke({"f": "send", "key": "t0-0", "value": 1})
+    assert isinstance(step, Request) and step.body == q.InitProducerId()
+    step = c.receive(Reply(q.ProducerId(0, "none", 1000, 0)))
+    assert isinstance(step, Request) and step.body == q.Metadata("t0")
+    step = c.receive(metadata("n2", "n2", "n2"))
+    assert step.body == q.Produce("t0", 0, b"1", -1, q.PRODUCE_TIMEOUT_MS, 1000, 0, 0)  # type: ignore[union-attr]
+    assert c.receive(Reply(q.Produced(0, "none", 0))) == Completion("ok", [0, 1], None, "n2")
+    assert idem_send(c, 2).body.sequence == 1
+    # a batch refused at once gives its sequence back
+    assert c.receive(Reply(q.Produced(19, "not_enough_replicas"))).type == "fail"  # type: ignore[union-attr]
+    assert idem_send(c, 3).body.sequence == 1
+    # an unknown epoch: start over with a new producer id
+    assert c.receive(Reply(q.Produced(47, "invalid_producer_epoch"))).type == "fail"  # type: ignore[union-attr]
+    assert c.invoke({"f": "send", "key": "t0-0", "value": 4}) == Request(c.node, q.InitProducerId(), w.timeout_s)
+
+
+def test_an_unanswered_batch_is_retried_after_the_next_one_by_the_threads_next_process() -> None:
+    w = q.QueueWorkload(NODES, 1)
+    c = w.client(0, 0)
+    c.prod.start(7)
+    c.leaders["t0-0"] = "n1"
+    assert idem_send(c, 1).body.sequence == 0
+    assert c.receive(Failure("timeout", sent=True)).type == "info"  # type: ignore[union-attr]
+    assert c.prod.in_flight == {"t0-0": [(0, 1)]}
+    c2 = w.client(0, 1)  # the process was replaced after the info; the thread's producer lives on
+    c2.leaders["t0-0"] = "n1"
+    assert idem_send(c2, 2).body.sequence == 1
+    retry = c2.receive(Reply(q.Produced(0, "none", 8)))
+    assert isinstance(retry, Request) and (retry.body.sequence, retry.body.value) == (0, b"1")
+    assert c2.receive(Reply(q.Produced(0, "none", 7))) == Completion("ok", [8, 2], None, "n1")
+    assert c2.prod.in_flight == {"t0-0": []}
+    # out of order: the older batch never arrived; it is retried, then the new one again
+    assert idem_send(c2, 3).body.sequence == 2
+    assert c2.receive(Failure("closed", sent=True)).type == "info"  # type: ignore[union-attr]
+    c2.leaders["t0-0"] = "n1"
+    assert idem_send(c2, 4).body.sequence == 3
+    retry = c2.receive(Reply(q.Produced(45, "out_of_order_sequence_number")))
+    assert isinstance(retry, Request) and retry.body.sequence == 2
+    again = c2.receive(Reply(q.Produced(0, "none", 9)))
+    assert isinstance(again, Request) and (again.body.sequence, again.body.value) == (3, b"4")
+    assert c2.receive(Reply(q.Produced(0, "none", 10))) == Completion("ok", [10, 4], None, "n1")
+
+
+@settings(max_examples=200, deadline=None)
+@given(answers=st.lists(ANSWERS, min_size=60, max_size=60), pids=st.lists(st.booleans(), min_size=20, max_size=20))
+def test_idempotent_sends_complete_and_never_reuse_a_sequence_for_another_value(
+    answers: list[Any], pids: list[bool]
+) -> None:
+    """Whatever comes back, across processes of one thread: a bounded number of requests per send, and a
+    (producer id, sequence) that may be in the log is never sent again with another value."""
+    w = q.QueueWorkload(NODES, 1)
+    feed = iter(answers)
+    seen: dict[tuple[int, int], bytes] = {}
+    for i in range(20):
+        c = w.client(0, i)
+        step = c.invoke({"f": "send", "key": "t0-1", "value": i})
+        requests = 0
+        while isinstance(step, Request):
+            requests += 1
+            assert requests <= 4 + q.MAX_IN_FLIGHT
+            body = step.body
+            if isinstance(body, q.Produce) and body.producer_id >= 0:
+                assert seen.get((body.producer_id, body.sequence), body.value) == body.value
+            if isinstance(body, q.InitProducerId):
+                answer: Any = Reply(q.ProducerId(0, "none", 100 + i, 0)) if pids[i] else Failure("timeout", True)
+            else:
+                answer = next(feed, Failure("timeout", sent=True))
+                if isinstance(answer, Reply) and not isinstance(answer.body, type(_expected(body))):
+                    answer = Failure("closed", sent=True)
+                refused = (isinstance(answer, Failure) and not answer.sent) or (
+                    isinstance(answer, Reply)
+                    and isinstance(answer.body, q.Produced)
+                    and answer.body.error in q.DEFINITE_PRODUCE_ERRORS | {45, 47}
+                )
+                if isinstance(body, q.Produce) and body.producer_id >= 0 and not refused:
+                    seen[(body.producer_id, body.sequence)] = body.value  # maybe in the log: never reused
+            step = c.receive(answer)
+        assert step.type in ("ok", "fail", "info")
+        if step.type == "ok":
+            assert step.value[1] == i
+
+
 def test_main_ops_are_drawn_per_process_assignment_with_unique_values() -> None:
     w = workload()
     expected = q.QueueGenerator(random.Random("workload-1"), 3)
@@ -306,5 +401,12 @@ def test_final_drain_gives_up_on_a_partition_whose_end_stays_short_of_the_acked_
 def test_options_and_from_options_round_trip() -> None:
     w = q.from_options(["n2", "n1"], 5, {"acks": "1", "partitions": 2, "min-isr": 1, "unclean": True})
     assert w.nodes == ["n1", "n2"] and w.all_keys() == ["t0-0", "t0-1"]
-    assert w.options() == {"acks": 1, "partitions": 2, "replication-factor": 3, "min-isr": 1, "unclean": True}
+    assert w.options() == {
+        "acks": 1,
+        "partitions": 2,
+        "replication-factor": 3,
+        "min-isr": 1,
+        "unclean": True,
+        "idempotent": False,  # only with acks=all
+    }
     assert q.from_options(["n1"], 5, w.options()).options() == w.options()

@@ -64,6 +64,14 @@ from .metadata import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
+from .offset_for_leader_epoch import (
+    EpochEndOffsetResult,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+    OffsetForLeaderTopicResult,
+)
 from .produce import (
     BatchIndexAndErrorMessage,
     PartitionProduceData,
@@ -76,6 +84,12 @@ from .produce import (
 from .schema import Message, ProtocolError, Struct, UnsupportedVersionError
 
 __all__ = [
+    "EpochEndOffsetResult",
+    "OffsetForLeaderEpochRequest",
+    "OffsetForLeaderEpochResponse",
+    "OffsetForLeaderPartition",
+    "OffsetForLeaderTopic",
+    "OffsetForLeaderTopicResult",
     "EARLIEST_TIMESTAMP",
     "FIRST_FLEXIBLE",
     "LATEST_TIMESTAMP",
@@ -161,6 +175,7 @@ REQUEST_TYPES: dict[int, type[Message]] = {
         ApiVersionsRequest,
         CreateTopicsRequest,
         InitProducerIdRequest,
+        OffsetForLeaderEpochRequest,
     )
 }
 RESPONSE_TYPES: dict[int, type[Message]] = {
@@ -173,6 +188,7 @@ RESPONSE_TYPES: dict[int, type[Message]] = {
         ApiVersionsResponse,
         CreateTopicsResponse,
         InitProducerIdResponse,
+        OffsetForLeaderEpochResponse,
     )
 }
 

@@ -22,6 +22,7 @@ class FakeBroker:
         self.logs: dict[int, list[bytes]] = {}
         self.calls: list[tuple[int, int]] = []
         self.fail: BaseException | None = None
+        self.producers: list[tuple[int, int, int]] = []  # (producer id, epoch, base sequence) of each batch
 
     async def send(
         self, api: int, version: int, payload: bytes, *, timeout: float, expect_response: bool = True
@@ -43,6 +44,7 @@ class FakeBroker:
             log = self.logs.setdefault(part.index, [])
             base = len(log)
             for batch in iter_batches(part.records):
+                self.producers.append((batch.producer_id, batch.producer_epoch, batch.base_sequence))
                 log.extend(value for _o, _t, _k, value, _h in batch.entries())
             response = kp.PartitionProduceResponse(index=part.index, error_code=0, base_offset=base, record_errors=[])
             topic = kp.TopicProduceResponse(name="t0", partition_responses=[response])
@@ -63,6 +65,10 @@ class FakeBroker:
                 )
             topic = kp.FetchResponseTopic(topic="t0", partitions=[answer])
             return kp.FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=[topic]).encode(version)
+        if api == kp.ApiKey.INIT_PRODUCER_ID:
+            init = kp.InitProducerIdRequest.decode(payload, version)
+            assert init.transactional_id is None
+            return kp.InitProducerIdResponse(error_code=0, producer_id=4000, producer_epoch=0).encode(version)
         request = kp.CreateTopicsRequest.decode(payload, version)
         t = request.topics[0]
         assert (t.num_partitions, t.replication_factor) == (3, 3)
@@ -138,7 +144,11 @@ def test_the_sans_io_client_over_the_wire_sends_and_polls() -> None:
         return step
 
     assert run({"f": "send", "key": "t0-0", "value": 7}).value == [0, 7]
+    assert broker.calls[0] == (kp.ApiKey.INIT_PRODUCER_ID, 1)  # idempotent (acks=all): an id first
+    assert broker.producers == [(4000, 0, 0)]
+    assert run({"f": "send", "key": "t0-0", "value": 9}).value == [1, 9]
+    assert broker.producers[-1] == (4000, 0, 1)
     assert run({"f": "send", "key": "t0-2", "value": 8}).error == "leader-not-available"
     assert run({"f": "assign", "key": None, "value": ["t0-0"]}).type == "ok"
-    assert run({"f": "poll", "key": "t0-0"}).value == [[0, 7]]
+    assert run({"f": "poll", "key": "t0-0"}).value == [[0, 7], [1, 9]]
     assert run({"f": "poll", "key": "t0-0"}).value == []

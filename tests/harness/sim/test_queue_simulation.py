@@ -64,7 +64,9 @@ def test_acks_1_with_leader_kills_loses_writes() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bug", ["hw-from-leader", "no-truncate", "stale-leader-produce", "lazy-flush"])
+@pytest.mark.parametrize(
+    "bug", ["hw-from-leader", "no-truncate", "stale-leader-produce", "lazy-flush", "dedup-window-1"]
+)
 def test_each_broker_bug_is_caught(bug: str) -> None:
     for seed in range(15):
         if run(seed, time_limit=30, bugs=[bug])["valid"] is False:

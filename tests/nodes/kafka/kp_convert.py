@@ -15,6 +15,7 @@ with warnings.catch_warnings():  # kafka-python loads its schemas with deprecate
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
     from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+    from kafka.protocol.consumer.offsets import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
     from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
     from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
 
@@ -39,6 +40,8 @@ KP_CLASSES: dict[tuple[int, bool], Any] = {
         CreateTopicsResponse,
         InitProducerIdRequest,
         InitProducerIdResponse,
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderEpochResponse,
     )
 }
 

@@ -174,7 +174,7 @@ def test_bad_requests_close_only_their_connection(tmp_path: Path) -> None:
             versions = await good.call(kp.ApiVersionsRequest(), 3)
             assert versions.ranges()[kp.ApiKey.FETCH] == (4, 12)
             init = await good.call(kp.InitProducerIdRequest(transaction_timeout_ms=1000), 4)
-            assert init.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            assert init.error_code == ErrorCode.NONE and init.producer_id >= 0 and init.producer_epoch == 0
 
             # an ApiVersions version we do not know: the v0 downgrade reply
             raw = await RawClient.open(port)

@@ -64,13 +64,48 @@ def test_produce_validates_each_partition_and_keeps_request_order() -> None:
         assert decoded.responses[0].partition_responses[1].error_code == ErrorCode.CORRUPT_MESSAGE
 
 
-def test_produce_refuses_transactions_and_producer_ids() -> None:
+def test_produce_refuses_transactions_and_passes_producer_ids() -> None:
     plan = ka.produce_plan(produce(transactional_id="tx", t=[(0, records(b"a"))]))
     assert not plan.needs_core
     assert plan.errors[("t", 0)][0] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     plan = ka.produce_plan(produce(t=[(0, records(b"a", producer_id=7, producer_epoch=0, base_sequence=0))]))
-    assert plan.errors[("t", 0)][0] == ErrorCode.UNKNOWN_PRODUCER_ID
-    assert ka.init_producer_id_response().error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert plan.errors == {} and plan.needs_core  # the leader checks the sequence
+    plan = ka.produce_plan(
+        produce(t=[(0, records(b"a", producer_id=7, producer_epoch=0, base_sequence=0, transactional=True))])
+    )
+    assert plan.errors[("t", 0)][0] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    init = ka.init_producer_id_response(bm.InitProducerIdResponse(BrokerError.NONE, 1000, 0))
+    assert (init.error_code, init.producer_id, init.producer_epoch) == (0, 1000, 0)
+
+
+def test_offset_for_leader_epoch_maps_both_ways() -> None:
+    req = kp.OffsetForLeaderEpochRequest(
+        replica_id=-1,
+        topics=[
+            kp.OffsetForLeaderTopic("t", [kp.OffsetForLeaderPartition(0, 3, 2), kp.OffsetForLeaderPartition(1, -1, 0)])
+        ],
+    )
+    core = ka.offset_for_leader_epoch_request(req)
+    assert core.partitions == (
+        bm.EpochQuery(TopicPartition("t", 0), 2, 3),
+        bm.EpochQuery(TopicPartition("t", 1), 0, None),
+    )
+    resp = ka.offset_for_leader_epoch_response(
+        req,
+        bm.OffsetForLeaderEpochResponse(
+            (
+                bm.EpochEndOffset(TopicPartition("t", 0), BrokerError.NONE, 2, 17),
+                bm.EpochEndOffset(TopicPartition("t", 1), BrokerError.FENCED_LEADER_EPOCH),
+            )
+        ),
+    )
+    for version in (2, 3, 4):
+        out = kp.OffsetForLeaderEpochResponse.decode(resp.encode(version), version)
+        got = [(p.error_code, p.partition, p.leader_epoch, p.end_offset) for p in out.topics[0].partitions]
+        assert got[0] == (0, 0, 2, 17)
+        assert got[1] == (ErrorCode.FENCED_LEADER_EPOCH, 1, -1, -1)
+        back = kp.OffsetForLeaderEpochRequest.decode(req.encode(version), version)
+        assert back.topics[0].partitions[0].leader_epoch == 2
 
 
 def test_fetch_maps_epochs_and_stamps_stored_batches() -> None:
