@@ -5,7 +5,7 @@ before and after `shrink` (target ≤ 5 fault events and ≤ 50 operations), and
 schedule replays byte-identically. The quorum bugs run on the register workload, the broker bugs
 (and lazy-flush once more) on the queue workload.
 
-Usage: .venv/bin/python benchmarks/shrink.py [--budget 5m] [--bugs a,queue:b,…]
+Usage: .venv/bin/python benchmarks/shrink.py [--budget 5m] [--max-runs N] [--bugs a,queue:b,…]
 """
 
 from __future__ import annotations
@@ -43,12 +43,17 @@ BUGS = [
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget", default="5m")
+    parser.add_argument("--budget", default=None, help="wall time per shrink (default 5m without --max-runs)")
+    parser.add_argument("--max-runs", default=None, help="simulator runs per shrink (machine-independent)")
     parser.add_argument("--bugs", default=",".join(BUGS))
     args = parser.parse_args()
     print(f"machine: {platform.node()} — {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}\n")
-    print(f"shrink budget {args.budget} per bug; explore: 30 s runs, seeds from 0, budget 2m\n")
+    budget = " and ".join(
+        [f"{args.max_runs} runs"] * (args.max_runs is not None)
+        + [args.budget or "5m"] * (args.budget is not None or args.max_runs is None)
+    )
+    print(f"shrink budget {budget} per bug; explore: 30 s runs, seeds from 0, budget 2m\n")
     print(
         "| bug | workload | explore: attempts / seconds | before: faults / ops / nodes / clients | "
         "after: faults / ops / nodes / clients | shrink runs / seconds | replay identical |"
@@ -83,7 +88,7 @@ def main() -> None:
             run = (Path(store) / "latest").resolve()
             out = io.StringIO()
             with redirect_stderr(io.StringIO()), redirect_stdout(out):
-                run_shrink(argparse.Namespace(run_dir=str(run), budget=args.budget, quiet=True))
+                run_shrink(argparse.Namespace(run_dir=str(run), budget=args.budget, max_runs=args.max_runs, quiet=True))
             s = json.loads(out.getvalue().strip().splitlines()[-1])
             with redirect_stderr(err2 := io.StringIO()), redirect_stdout(io.StringIO()):
                 run_replay(argparse.Namespace(run_dir=str(run / "minimal"), times=1))

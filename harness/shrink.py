@@ -25,6 +25,11 @@ anomaly type with the original ("the same anomaly class"):
    smallest result of all is kept; if no short fresh run failed the same way and budget is
    left, longer fresh starts (15 s, and the run's own shape) are shrunk too.
 
+The budget is a number of simulator runs (`--max-runs N`), a wall time (`--budget`), or
+both (whichever ends first). Every step of the search is deterministic, so with a run
+budget alone the same run gives the same minimal schedule on any machine, however
+loaded; a wall-time budget ends wherever the machine's speed has got it to.
+
 Both workloads shrink the same way. Register operations name their key and
 node; queue operations are `assign`, `send` (a key and a unique value) and
 `poll` (a key), and the simulated consumer skips a poll of a partition it is
@@ -108,6 +113,17 @@ def parse_robust(value: Any) -> tuple[int, int]:
     if not 1 <= need <= k:
         raise ValueError(f"--robust M/K needs 1 ≤ M ≤ K, got {value}")
     return need, k
+
+
+def parse_max_runs(value: Any) -> int:
+    """`--max-runs N`: a positive number of simulator runs; ValueError naming the option if not."""
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"--max-runs takes a number of simulator runs, got {value!r}") from None
+    if n < 1:
+        raise ValueError(f"--max-runs must be at least 1, got {n}")
+    return n
 
 
 def parse_budget(text: str) -> float:
@@ -223,18 +239,26 @@ class Shrinker:
     def __init__(
         self,
         original: Checked,
-        budget_s: float,
+        budget_s: float | None,
         log: Any = None,
         robust: int = 1,
         observable: bool = False,
         robust_min: int | None = None,
+        max_runs: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`budget_s` seconds of wall time (by `clock`) and `max_runs` simulator runs bound the search
+        (None: no bound of that kind; at least one must be given)."""
+        if budget_s is None and max_runs is None:
+            raise ValueError("a shrink needs a budget: seconds, runs or both")
         self.original = original
         self.robust = robust  # timings tried per candidate: its seed and robust-1 others
         self.robust_min = robust if robust_min is None else robust_min  # how many of them must fail
         # observable: only anomalies a real cluster's checkers can report count (not simulator invariants)
         self.target = original.observable if observable else original.anomalies
-        self.deadline = time.monotonic() + budget_s
+        self.clock = clock
+        self.deadline = clock() + budget_s if budget_s is not None else float("inf")
+        self.max_runs = max_runs
         self.runs = 0
         self.current = original  # the run the passes are shrinking
         self.best = original  # the smallest failing run seen from any start
@@ -264,7 +288,8 @@ class Shrinker:
         return (fa + oa, fa, na, ca) < (fb + ob, fb, nb, cb)
 
     def out_of_time(self) -> bool:
-        return time.monotonic() > self.deadline
+        """The budget is spent: its wall time has passed, or it made its number of simulator runs."""
+        return (self.max_runs is not None and self.runs >= self.max_runs) or self.clock() > self.deadline
 
     def same_way(self, checked: Checked) -> bool:
         """Invalid with an anomaly type of the original's class."""
@@ -297,7 +322,13 @@ class Shrinker:
         )
 
     def attempt(self, candidate: Candidate) -> Checked | None:
-        """Run a candidate; keep and return it if it fails the same way."""
+        """Run a candidate (none once the budget is spent); keep and return it if it fails the same way."""
+        if self.out_of_time():
+            return None
+        return self.keep(candidate)
+
+    def keep(self, candidate: Candidate) -> Checked | None:
+        """Run a candidate, budget or not; keep and return it if it fails the same way."""
         checked = self.fails(candidate)
         if checked is not None:
             if self.smaller(checked, self.current):
@@ -382,12 +413,13 @@ class Shrinker:
     def fresh_starts(self, share: float, tries: int, longer: bool = False) -> list[Checked]:
         """Fresh small runs seeded from the run's seed (same workload, bugs and fault packages) that fail
         the same way, driven again from their realised schedules, smallest first. Uses at most `share`
-        of the time left and `tries` seeds, each tried at three shapes (fewest nodes, two or three
+        of the budget left (time and runs) and `tries` seeds, each tried at three shapes (fewest nodes, two or three
         clients, a few seconds of frequent faults) or, `longer`, at 15 s with three clients and at the
         run's own shape for 30 s (a failure that needs a broker fenced after its session expired, then a
         produce to it, seldom fits in 6 s; other runs of the original's shape end in other places)."""
         spec, plan = self.original.spec, self.original.plan
-        stop = time.monotonic() + share * max(0.0, self.deadline - time.monotonic())
+        stop = self.clock() + share * max(0.0, self.deadline - self.clock())
+        last_run = self.runs + share * (self.max_runs - self.runs) if self.max_runs is not None else float("inf")
         rng = stream("start-longer" if longer else "start-smaller", spec.seed)
         few = self.fewest_nodes
         shapes = [(few, 2, 4.0, 1.0), (few, 3, 6.0, 1.5), (max(few, min(5, spec.nodes)), 3, 6.0, 1.5)]
@@ -397,7 +429,7 @@ class Shrinker:
         for _ in range(tries):
             seed = rng.randrange(2**31)
             for nodes, clients, seconds, interval in shapes:
-                if time.monotonic() > stop or self.out_of_time():
+                if self.clock() > stop or self.runs >= last_run or self.out_of_time():
                     break
                 fresh = replace(
                     spec,
@@ -615,7 +647,7 @@ class Shrinker:
         operations due after the end are skipped), so the stored schedule lists exactly what ran."""
         ran = [dict(op) for op in self.current.sim.ops]
         if len(ran) < len(self.current.plan.ops or []):
-            self.attempt(self.with_plan(ops=ran))
+            self.keep(self.with_plan(ops=ran))  # one run past the budget: the stored schedule must be what ran
 
     def until_fixpoint(self, step: Any) -> None:
         while not self.out_of_time():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from checkers.errors import InputError
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_UNKNOWN
-from harness.shrink import REGRESSION_TEST, Shrinker, parse_budget, parse_robust
+from harness.shrink import REGRESSION_TEST, Shrinker, parse_budget, parse_max_runs, parse_robust
 from harness.simrun import from_schedule, load_run, simulate, store_run
 from harness.spec import TestSpec
 
@@ -20,14 +20,26 @@ DESCRIPTION = (
     "Search (with Hypothesis) for a smaller schedule — fewer faults, fewer operations, fewer "
     "nodes and clients — that still fails with the same anomaly class; writes RUN_DIR/minimal/."
 )
-EPILOG = "Exit code: 1 when a minimal failing run was written; 2 if the run does not fail; 254 bad input."
+EPILOG = (
+    "Budget: --max-runs N bounds the search by simulator runs, so the same run shrinks to the same minimal "
+    "schedule on any machine; --budget by wall time (default 5m when --max-runs is not given); given both, "
+    "whichever ends first. Exit code: 1 when a minimal failing run was written; 2 if the run does not fail; "
+    "254 bad input."
+)
+DEFAULT_BUDGET = "5m"
 
 
 def run(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     say = (lambda *_: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     try:
-        budget = parse_budget(args.budget)
+        max_runs = getattr(args, "max_runs", None)
+        max_runs = parse_max_runs(max_runs) if max_runs is not None else None
+        given = getattr(args, "budget", None)
+        # a run budget alone keeps the result independent of the machine's speed: no wall-time limit then
+        budget = (
+            parse_budget(given) if given is not None else None if max_runs is not None else parse_budget(DEFAULT_BUDGET)
+        )
         robust_min, robust = parse_robust(getattr(args, "robust", 1))
         test, schedule = load_run(run_dir)
         spec = TestSpec.from_json(test)
@@ -52,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
-    shrinker = Shrinker(original, budget, say, robust=robust, observable=observable, robust_min=robust_min)
+    shrinker = Shrinker(
+        original, budget, say, robust=robust, observable=observable, robust_min=robust_min, max_runs=max_runs
+    )
     say(f"anomaly class: {', '.join(sorted(shrinker.target))}")
     before = shrinker.size(original)
     best = shrinker.run()
@@ -96,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
             "before": dict(zip(("fault-events", "operations", "nodes", "clients"), before)),
             "after": dict(zip(("fault-events", "operations", "nodes", "clients"), after)),
             "runs": shrinker.runs,
+            **({"max-runs": max_runs} if max_runs is not None else {}),
+            **({"budget-seconds": budget} if budget is not None else {}),
             "seconds": round(time.monotonic() - started, 1),
             "anomaly-class": sorted(shrinker.target),
             "observable": observable,
@@ -132,7 +148,19 @@ def run(args: argparse.Namespace) -> int:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR", help="a stored failing simulator run")
-    p.add_argument("--budget", default="5m", help="time for the search, e.g. 90s, 5m (default 5m)")
+    p.add_argument(
+        "--max-runs",
+        default=None,
+        metavar="N",
+        help="stop the search after N simulator runs (every timing --robust tries counts): the same run then "
+        "shrinks to the same result on any machine, however loaded. Without --budget, no wall-time limit",
+    )
+    p.add_argument(
+        "--budget",
+        default=None,
+        help="wall time for the search, e.g. 90s, 5m (default 5m when --max-runs is not given; with it, "
+        "whichever ends first)",
+    )
     p.add_argument(
         "--robust",
         default="1",

@@ -22,6 +22,7 @@ from harness.shrink import (
     fault_groups,
     other_timing,
     parse_budget,
+    parse_max_runs,
     parse_robust,
 )
 from harness.sim.cluster import SimPlan
@@ -100,7 +101,7 @@ def test_replay_and_shrink_refuse_an_older_schedule_format_naming_it(
 
 
 def test_shrink_to_a_minimal_schedule_and_regression_test(stale_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_shrink(argparse.Namespace(run_dir=str(stale_run), budget="180s", quiet=True)) == 1
+    assert run_shrink(argparse.Namespace(run_dir=str(stale_run), max_runs="200", quiet=True)) == 1
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["after"]["fault-events"] <= 5 and summary["after"]["operations"] <= 50
     assert summary["after"]["operations"] < summary["before"]["operations"]
@@ -116,20 +117,59 @@ def test_shrink_to_a_minimal_schedule_and_regression_test(stale_run: Path, capsy
     assert without.returncode == 0, without.stdout
 
 
+def test_a_run_budget_shrinks_to_the_same_result_however_slow_the_machine(
+    stale_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--max-runs counts simulator runs, not seconds: with a clock that races ahead (a machine loaded a
+    thousandfold) the search makes the same runs and ends at the same minimal schedule."""
+    import functools
+    import itertools
+    import shutil
+
+    import harness.commands.shrink as command
+    from harness.shrink import Shrinker
+
+    def shrink(name: str) -> tuple[dict[str, object], bytes]:
+        run = tmp_path / name
+        shutil.copytree(stale_run, run, ignore=shutil.ignore_patterns("minimal"))
+        capsys.readouterr()
+        assert run_shrink(argparse.Namespace(run_dir=str(run), max_runs="40", quiet=True)) == 1
+        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        return summary, (run / "minimal" / "schedule.json").read_bytes()
+
+    calm, calm_schedule = shrink("calm")
+    ticks = itertools.count(step=1000.0)  # every look at the clock: 1000 s later
+    monkeypatch.setattr(command, "Shrinker", functools.partial(Shrinker, clock=lambda: next(ticks)))
+    loaded, loaded_schedule = shrink("loaded")
+    assert next(ticks) > 10_000  # the search did look at the clock, and saw hours go by
+    assert calm["max-runs"] == 40 and 40 <= calm["runs"] <= 42 and "budget-seconds" not in calm
+    assert (loaded["runs"], loaded["after"]) == (calm["runs"], calm["after"])
+    assert loaded_schedule == calm_schedule
+    assert calm["after"]["operations"] < calm["before"]["operations"]  # type: ignore[index]
+    # with a wall-time budget as well, the racing clock ends the search at once
+    capsys.readouterr()
+    both = argparse.Namespace(run_dir=str(tmp_path / "calm"), max_runs="40", budget="60s", quiet=True)
+    assert run_shrink(both) == 1
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["runs"] < 5
+    for bad in ("0", "many"):
+        assert run_shrink(argparse.Namespace(run_dir=str(tmp_path / "calm"), max_runs=bad, quiet=True)) == 254
+        assert "--max-runs" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_shrink_gets_commit_old_epoch_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The bug whose long runs shrank worst (3 faults, 88 operations after 4 minutes): from a fresh
-    small start it gets to at most 5 fault events and 50 operations well inside a 90 s budget."""
+    small start it gets to at most 5 fault events and 50 operations within 300 simulator runs."""
     run = explore(tmp_path, "commit-old-epoch", seed=0)
     capsys.readouterr()
-    assert run_shrink(argparse.Namespace(run_dir=str(run), budget="90s", quiet=True)) == 1
+    assert run_shrink(argparse.Namespace(run_dir=str(run), max_runs="300", quiet=True)) == 1
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["after"]["fault-events"] <= 5 and summary["after"]["operations"] <= 50, summary
     assert summary["valid-without-bugs"] is True
     assert run_replay(argparse.Namespace(run_dir=str(run / "minimal"), times=1)) == 1
 
 
-def robust_shrink(stale_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], robust: object, budget: str):
+def robust_shrink(stale_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], robust: object, runs: int):
     """Shrink a copy of the stale-read run with --robust; (its minimal schedule's fails per timing, summary)."""
     import shutil
 
@@ -138,7 +178,7 @@ def robust_shrink(stale_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture
     run = tmp_path / "run"
     shutil.copytree(stale_run, run, ignore=shutil.ignore_patterns("minimal"))
     capsys.readouterr()
-    assert run_shrink(argparse.Namespace(run_dir=str(run), budget=budget, quiet=True, robust=robust)) == 1
+    assert run_shrink(argparse.Namespace(run_dir=str(run), max_runs=runs, quiet=True, robust=robust)) == 1
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     candidate = from_schedule(json.loads((run / "minimal" / "schedule.json").read_text()))
     timings = [simulate(*other_timing(candidate, k)) for k in range(summary["robust"])]
@@ -149,11 +189,11 @@ def robust_shrink(stale_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 def test_robust_shrink_keeps_schedules_that_fail_under_other_timings(
     stale_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fails, summary = robust_shrink(stale_run, tmp_path, capsys, 3, "60s")
+    fails, summary = robust_shrink(stale_run, tmp_path, capsys, 3, 300)
     assert summary["robust"] == 3 and summary["robust-min"] == 3 and summary["robust-reached"] is True
     assert summary["robust-hits"] == 3
     assert fails == [True, True, True]  # the minimal schedule fails at its own seed and at the two other timings
-    bad = argparse.Namespace(run_dir=str(tmp_path / "run"), budget="60s", quiet=True, robust=0)
+    bad = argparse.Namespace(run_dir=str(tmp_path / "run"), max_runs=300, quiet=True, robust=0)
     assert run_shrink(bad) == 254
     assert "--robust must be between 1 and 20" in capsys.readouterr().err
 
@@ -161,7 +201,7 @@ def test_robust_shrink_keeps_schedules_that_fail_under_other_timings(
 def test_robust_share_needs_its_own_timing_and_m_of_k(
     stale_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fails, summary = robust_shrink(stale_run, tmp_path, capsys, "2/4", "40s")
+    fails, summary = robust_shrink(stale_run, tmp_path, capsys, "2/4", 200)
     assert summary["robust"] == 4 and summary["robust-min"] == 2 and summary["robust-reached"] is True
     assert fails[0] and sum(fails) == summary["robust-hits"] >= 2
 
@@ -253,6 +293,7 @@ def test_longer_fresh_starts_only_when_no_short_one_fails(monkeypatch: pytest.Mo
     shrinker = Shrinker.__new__(Shrinker)
     shrinker.original = argparse.Namespace(spec=TestSpec(nodes=5, concurrency=10, time_limit=30.0), plan=SimPlan())
     shrinker.fewest_nodes, shrinker.runs, shrinker.deadline = 3, 0, _time.monotonic() + 60
+    shrinker.clock, shrinker.max_runs = _time.monotonic, None
     assert shrinker.fresh_starts(share=1.0, tries=2) == []
     assert sorted(set(shapes)) == [(3, 2, 4.0), (3, 3, 6.0), (5, 3, 6.0)] and len(shapes) == 6
     shapes.clear()
@@ -323,6 +364,10 @@ def test_budget_parsing() -> None:
     assert parse_budget("90s") == 90 and parse_budget("5m") == 300 and parse_budget("2") == 2
     with pytest.raises(ValueError):
         parse_budget("soon")
+    assert parse_max_runs("300") == 300 and parse_max_runs(7) == 7
+    for bad in ("0", "-3", "lots", "2.5"):
+        with pytest.raises(ValueError, match="--max-runs"):
+            parse_max_runs(bad)
 
 
 def test_schedule_without_ops_is_rejected() -> None:
@@ -386,7 +431,7 @@ def test_observable_explore_and_shrink_keep_an_anomaly_a_real_cluster_can_see(
     plain = (tmp_path / "plain" / "latest").resolve()
     assert set(json.loads((plain / "results.json").read_text())["anomaly-types"]) <= set(NAMES)
     capsys.readouterr()
-    assert run_shrink(argparse.Namespace(run_dir=str(plain), budget="30s", quiet=True, observable=True)) == 254
+    assert run_shrink(argparse.Namespace(run_dir=str(plain), max_runs="400", quiet=True, observable=True)) == 254
     assert "are all simulator invariants" in capsys.readouterr().err
 
     args.store, args.observable = str(tmp_path / "observable"), True
@@ -394,7 +439,8 @@ def test_observable_explore_and_shrink_keep_an_anomaly_a_real_cluster_can_see(
     assert "only simulator invariants" in capsys.readouterr().err
     run = (tmp_path / "observable" / "latest").resolve()
     assert set(json.loads((run / "results.json").read_text())["anomaly-types"]) - set(NAMES)
-    assert run_shrink(argparse.Namespace(run_dir=str(run), budget="90s", quiet=True, observable=True)) == 1
+    # counted in runs, not seconds: a loaded machine takes longer but ends at the same place
+    assert run_shrink(argparse.Namespace(run_dir=str(run), max_runs="1400", quiet=True, observable=True)) == 1
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["observable"] is True and summary["anomaly-class"]
     assert not set(summary["anomaly-class"]) & set(NAMES)
