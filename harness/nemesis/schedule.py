@@ -17,7 +17,7 @@ from harness.streams import stream
 SECOND = 1_000_000_000
 MS = 1_000_000
 PACKAGES = ("partition", "kill", "pause", "clock", "packet")
-# what `--nemesis all` means: packet faults are asked for by name (on real hosts most need tc netem)
+# what `--nemesis all` means: packet faults are asked for by name (on real hosts they need tc netem or NFQUEUE)
 ALL = ("partition", "kill", "pause", "clock")
 # Each package: (start f, stop f)
 FLIP_FLOP = {
