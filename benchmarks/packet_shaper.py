@@ -129,7 +129,7 @@ def main() -> None:
                     done = packets.stop().get("n2", {}) if behaviours is not None else {}
                 counts = ", ".join(f"{k} {v}" for k, v in done.items() if v)
                 print(
-                    f"| {label} | {method} | {m['rtt']:.2f} / {m['p90']:.2f} | {m['mbps']:.0f} | {m['retrans']} "
+                    f"| {label} | {method} | {m['rtt']:.2f} / {m['p90']:.2f} | {m['mbps']:.1f} | {m['retrans']} "
                     f"| {counts or '-'} |",
                     flush=True,
                 )

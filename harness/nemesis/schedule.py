@@ -17,8 +17,8 @@ from harness.streams import stream
 SECOND = 1_000_000_000
 MS = 1_000_000
 PACKAGES = ("partition", "kill", "pause", "clock", "packet", "disk")
-# what `--nemesis all` means: packet faults are asked for by name (on real hosts most need tc netem), and so
-# are disk faults
+# what `--nemesis all` means: packet faults are asked for by name (on real hosts they need tc netem or NFQUEUE),
+# and so are disk faults
 ALL = ("partition", "kill", "pause", "clock")
 # Each package: (start f, stop f)
 FLIP_FLOP = {
