@@ -12,6 +12,7 @@
   resolves the request's future (maybe later: a parked fetch or an acks=all produce), which the
   server writes back in request order. acks=0 produce answers nothing; a
   ``CloseClientConnection`` (an acks=0 produce that failed) closes that connection;
+* the group coordinator's APIs (``groupapi.py``) go to ``BrokerNode.group_call``;
 * InitProducerId: refused (``kafkaapi.init_producer_id_response``).
 """
 
@@ -26,7 +27,9 @@ from typing import TYPE_CHECKING, Any
 from ..kafka import protocol as kp
 from ..kafka.versions import ApiKey, is_supported
 from ..runtime.primitives import DecodeError
+from . import groupapi
 from . import kafkaapi as ka
+from .groupapi import GROUP_API_KEYS
 from .server import CloseConnection, Request
 
 if TYPE_CHECKING:
@@ -50,7 +53,9 @@ class KafkaService:
         self._ids = itertools.count()
         self._pending: dict[int, tuple[asyncio.Future[bytes], Builder]] = {}
         self._warned_idempotence = False
-        self.requests = dict.fromkeys(("produce", "fetch", "list_offsets", "metadata", "create_topics"), 0)
+        self.requests = dict.fromkeys(
+            ("produce", "fetch", "list_offsets", "metadata", "create_topics", "group_call"), 0
+        )
 
     @property
     def pending(self) -> int:
@@ -93,6 +98,8 @@ class KafkaService:
             )
         if key == ApiKey.CREATE_TOPICS:
             return self._create_topics(message, version)
+        if key in GROUP_API_KEYS:
+            return self._group_call(request, message, version)
         if key == ApiKey.INIT_PRODUCER_ID:
             if not self._warned_idempotence:
                 self._warned_idempotence = True
@@ -135,6 +142,16 @@ class KafkaService:
         if not plan.needs_core:
             return ka.produce_response(message, plan, None).encode(version)
         return self._submit("produce", plan.request, lambda r: ka.produce_response(message, plan, r).encode(version))
+
+    def _group_call(self, request: Request, message: Any, version: int) -> bytes | asyncio.Future[bytes]:
+        host = request.peer[0] if isinstance(request.peer, tuple) and request.peer else ""
+        key = request.api_key
+        core_request = groupapi.core_request(key, message, version, request.client_id, f"/{host}")
+        return self._submit(
+            "group_call",
+            core_request,
+            lambda r: groupapi.kafka_response(key, message, version, r).encode(version),
+        )
 
     def _create_topics(self, message: kp.CreateTopicsRequest, version: int) -> bytes | asyncio.Future[bytes]:
         core_request, refused = ka.create_topics_request(message)

@@ -44,6 +44,44 @@ from .fetch import (
     LeaderIdAndEpoch,
     SnapshotId,
 )
+from .group import (
+    Coordinator,
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupRequestProtocol,
+    JoinGroupResponse,
+    JoinGroupResponseMember,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    LeaveMemberResponse,
+    ListedGroup,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    MemberIdentity,
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchRequestTopic,
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponseTopic,
+    SyncGroupRequest,
+    SyncGroupRequestAssignment,
+    SyncGroupResponse,
+)
 from .init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from .list_offsets import (
     EARLIEST_TIMESTAMP,
@@ -76,6 +114,44 @@ from .produce import (
 from .schema import Message, ProtocolError, Struct, UnsupportedVersionError
 
 __all__ = [
+    "Coordinator",
+    "DescribedGroup",
+    "DescribedGroupMember",
+    "DescribeGroupsRequest",
+    "DescribeGroupsResponse",
+    "FindCoordinatorRequest",
+    "FindCoordinatorResponse",
+    "HeartbeatRequest",
+    "HeartbeatResponse",
+    "JoinGroupRequest",
+    "JoinGroupRequestProtocol",
+    "JoinGroupResponse",
+    "JoinGroupResponseMember",
+    "LeaveGroupRequest",
+    "LeaveGroupResponse",
+    "LeaveMemberResponse",
+    "ListedGroup",
+    "ListGroupsRequest",
+    "ListGroupsResponse",
+    "MemberIdentity",
+    "OffsetCommitRequest",
+    "OffsetCommitRequestPartition",
+    "OffsetCommitRequestTopic",
+    "OffsetCommitResponse",
+    "OffsetCommitResponsePartition",
+    "OffsetCommitResponseTopic",
+    "OffsetFetchRequest",
+    "OffsetFetchRequestGroup",
+    "OffsetFetchRequestTopic",
+    "OffsetFetchResponse",
+    "OffsetFetchResponseGroup",
+    "OffsetFetchResponsePartition",
+    "OffsetFetchResponseTopic",
+    "SyncGroupRequest",
+    "SyncGroupRequestAssignment",
+    "SyncGroupResponse",
+    "GROUP_REQUESTS",
+    "GROUP_RESPONSES",
     "EARLIEST_TIMESTAMP",
     "FIRST_FLEXIBLE",
     "LATEST_TIMESTAMP",
@@ -151,6 +227,28 @@ __all__ = [
     "unsupported_version_response",
 ]
 
+GROUP_REQUESTS = (
+    FindCoordinatorRequest,
+    JoinGroupRequest,
+    SyncGroupRequest,
+    HeartbeatRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    ListGroupsRequest,
+    DescribeGroupsRequest,
+)
+GROUP_RESPONSES = (
+    FindCoordinatorResponse,
+    JoinGroupResponse,
+    SyncGroupResponse,
+    HeartbeatResponse,
+    LeaveGroupResponse,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+    ListGroupsResponse,
+    DescribeGroupsResponse,
+)
 REQUEST_TYPES: dict[int, type[Message]] = {
     cls.API_KEY: cls
     for cls in (
@@ -161,6 +259,7 @@ REQUEST_TYPES: dict[int, type[Message]] = {
         ApiVersionsRequest,
         CreateTopicsRequest,
         InitProducerIdRequest,
+        *GROUP_REQUESTS,
     )
 }
 RESPONSE_TYPES: dict[int, type[Message]] = {
@@ -173,6 +272,7 @@ RESPONSE_TYPES: dict[int, type[Message]] = {
         ApiVersionsResponse,
         CreateTopicsResponse,
         InitProducerIdResponse,
+        *GROUP_RESPONSES,
     )
 }
 
