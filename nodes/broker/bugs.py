@@ -7,6 +7,8 @@
   suffix after a leader change and reporting its whole log end as replicated.
 * ``stale-leader-produce``: a broker that has led a partition keeps accepting produce for it
   after the metadata moved leadership away (or fenced it), appending at its old epoch.
+* ``commit-stale-generation``: the group coordinator accepts an offset commit from a fenced
+  generation or an unknown member (``group_coordinator.py``).
 * ``lazy-flush`` (shared with the raft core): partition-log writes count as replicated and are
   acknowledged before they are flushed; flushes run only every ``lazy_flush_interval_ms``.
 """

@@ -20,6 +20,8 @@ RAFT_BUGS = frozenset({FORGET_VOTE, RESTART_AS_LEADER, VOTE_IGNORES_LOG, COMMIT_
 KV_BUGS = frozenset({STALE_READ})
 BROKER_BUGS = frozenset({"hw-from-leader", "no-truncate", "stale-leader-produce"})
 ALL_BUGS = RAFT_BUGS | KV_BUGS | BROKER_BUGS
+GROUP_BUGS = frozenset({"commit-stale-generation"})  # the group coordinator's (nodes/broker/group_coordinator.py)
+ALL_BUGS = ALL_BUGS | GROUP_BUGS
 
 
 def validate_bugs(bugs: Iterable[str]) -> frozenset[str]:

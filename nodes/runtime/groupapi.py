@@ -61,7 +61,7 @@ def core_request(key: int, msg: Any, version: int, client_id: str | None, client
             for t in msg.topics
             for p in t.partitions
         )
-        return gm.OffsetCommitRequest(msg.group_id, msg.generation_id, msg.member_id, offsets)
+        return gm.OffsetCommitRequest(msg.group_id, msg.generation_id_or_member_epoch, msg.member_id, offsets)
     if key == ApiKey.OFFSET_FETCH:
         if version >= 8:
             return tuple(gm.OffsetFetchRequest(g.group_id, _partitions(g.topics)) for g in msg.groups)

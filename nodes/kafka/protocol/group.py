@@ -327,7 +327,7 @@ class OffsetCommitRequest(Message):
     IS_REQUEST: ClassVar[bool] = True
 
     group_id: str = kf(STRING)
-    generation_id: int = kf(INT32, "1+", default=-1)
+    generation_id_or_member_epoch: int = kf(INT32, "1+", default=-1)
     member_id: str = kf(STRING, "1+")
     group_instance_id: str | None = kf(STRING, "7+", nullable="7+", default=None)
     retention_time_ms: int = kf(INT64, "2-4", default=-1)
