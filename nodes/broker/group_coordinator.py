@@ -357,7 +357,9 @@ class GroupCoordinator:
         group.rebalance_deadline = self.now + timeout * MS
 
     def _maybe_complete_join(self, group: Group, expired: bool = False) -> None:
-        if group.state != PREPARING:
+        if group.state != PREPARING or group.pending_commits:
+            # commits of the ending generation still being replicated: the next generation must
+            # see them in OffsetFetch, so the join completes when they are answered
             return
         waiting = [m for m in group.members.values() if m.join is None]
         if waiting and not expired:
@@ -540,6 +542,8 @@ class GroupCoordinator:
                 for o in request.offsets:
                     group.offsets[o.partition] = gm.FetchedOffset(o.partition, o.offset, o.leader_epoch, o.metadata)
             answer(error)
+            if group.state == PREPARING and group.rebalance_deadline is not None:
+                self._maybe_complete_join(group, expired=self.now >= group.rebalance_deadline)
 
         self._append(group.group_id, records, written)
 
@@ -762,7 +766,7 @@ class GroupCoordinator:
             for m in group.members.values():
                 if m.join is None and m.sync is None:
                     times.append(m.last_seen + m.session_timeout_ms * MS)
-            if group.state == PREPARING and group.rebalance_deadline is not None:
+            if group.state == PREPARING and group.rebalance_deadline is not None and not group.pending_commits:
                 times.append(group.rebalance_deadline)
         if self._creating is False and self._create_after > self.now:
             times.append(self._create_after)
