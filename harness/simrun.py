@@ -70,6 +70,7 @@ def sim_options(spec: TestSpec, **knobs: Any) -> SimOptions:
         replication_factor=spec.replication_factor,
         partitions=spec.partitions,
         unclean=spec.unclean,
+        sub_via=spec.sub_via,
         fsync_delay_ms=spec.fsync_delay,
         rate=spec.rate,
         **knobs,

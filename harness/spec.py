@@ -24,6 +24,7 @@ BACKENDS = registry.NAMES
 WORKLOADS = ("register", "queue")
 REAL_WORKLOADS = ("register", "queue")
 ACKS = {"all": -1, "1": 1, "0": 0}  # --acks → the producer's acks
+SUB_VIA = ("assign", "subscribe")  # --sub-via (workloads.queue.SUB_VIA)
 
 
 class SpecError(ValueError):
@@ -57,6 +58,7 @@ class TestSpec:
     partitions: int = 3
     unclean: bool = False
     allow: tuple[str, ...] = ()
+    sub_via: str = "assign"  # assign | subscribe (Jepsen's :sub-via: consumer groups)
     # ssh backend
     ssh_hosts: str | None = None
     ssh_user: str = "root"
@@ -83,7 +85,7 @@ class TestSpec:
         put(self, "name", self.name or f"{self.workload}-{self.backend}")
         default = TestSpec.__dataclass_fields__
         if self.workload != "queue":
-            for f in ("acks", "min_isr", "replication_factor", "partitions", "unclean", "allow"):
+            for f in ("acks", "min_isr", "replication_factor", "partitions", "unclean", "allow", "sub_via"):
                 put(self, f, default[f].default)
         if self.backend != "ssh":
             for f in ("ssh_hosts", "ssh_user", "ssh_key", "ssh_known_hosts"):
@@ -119,6 +121,8 @@ class TestSpec:
                 return f"--min-isr must be between 1 and --replication-factor, got {self.min_isr}"
             if not 1 <= self.partitions <= 100:
                 return f"--partitions must be between 1 and 100, got {self.partitions}"
+            if self.sub_via not in SUB_VIA:
+                return f"--sub-via must be one of {', '.join(SUB_VIA)}, got {self.sub_via!r}"
             bad = sorted(set(self.allow) - set(ANOMALY_TYPES))
             if bad:
                 return f"--allow {', '.join(bad)}: not a queue anomaly ({', '.join(ANOMALY_TYPES)})"
@@ -230,6 +234,7 @@ class TestSpec:
                     "partitions": self.partitions,
                     "unclean": self.unclean,
                     "allow": list(self.allow),
+                    **({"sub-via": self.sub_via} if self.sub_via != "assign" else {}),
                 }
                 if self.workload == "queue"
                 else {}
@@ -288,6 +293,7 @@ class TestSpec:
         take("partitions", "partitions", _int)
         take("unclean", "unclean", _bool)
         take("allow", "allow", _names)
+        take("sub-via", "sub_via", str)
         take("ssh-hosts", "ssh_hosts", str)
         take("ssh-user", "ssh_user", str)
         take("ssh-key", "ssh_key", str)

@@ -96,6 +96,7 @@ class SimOptions:
     replication_factor: int = 3
     min_isr: int = 2
     unclean: bool = False
+    sub_via: str = "assign"  # assign | subscribe (consumer groups)
     produce_timeout_ms: int = 1500
     # shorter than Kafka's defaults (9 s, 30 s) so that faults of a few seconds move leadership and shrink ISRs
     broker_session_timeout_ms: int = 3000
