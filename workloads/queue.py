@@ -65,12 +65,12 @@ END_POLL_S = 0.05  # ... and polls a partition at its end this much apart
 SUB_VIA = ("assign", "subscribe")
 GROUP = "kraftwerk-queue"  # the consumer group of --sub-via subscribe
 SESSION_TIMEOUT_MS = 4000
-REBALANCE_TIMEOUT_MS = 4000
-HEARTBEAT_INTERVAL_S = 0.5  # a subscribed poll sends a Heartbeat first when the last one is older
+REBALANCE_TIMEOUT_MS = 1500
+HEARTBEAT_INTERVAL_S = 1.0  # a subscribed poll sends a Heartbeat first when the last one is older
 MAX_JOINS = 3  # JoinGroup attempts within one op
 SUBSCRIBE_P = 0.02  # a subscribed process subscribes again (leaves the group and rejoins: a rebalance)
 CRASH_P = 0.01  # a subscribed process crashes (Jepsen's :crash): its member lingers until its session expires
-COMMIT_P = 0.3  # of the non-send ops of a subscribed process, commits (the rest are polls)
+COMMIT_P = 0.1  # of the non-send ops of a subscribed process, commits (the rest are polls)
 UNKNOWN_MEMBER_ID = 25
 REBALANCE_ERRORS = frozenset({22, 27})  # ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS: join again
 COORDINATOR_ERRORS = frozenset({14, 15, 16})  # load in progress, not available, not coordinator: find it again
@@ -317,6 +317,7 @@ class Consumer:
     member_id: str = ""
     generation: int = -1
     joined: bool = False  # holds this generation's assignment and committed positions
+    commit_due: bool = False  # a subscribed poll read something: the process commits next (commitSync)
     last_heartbeat: int = 0  # ns, the op time of the last heartbeat or join
 
     def assign(self, keys: Sequence[str]) -> None:
@@ -517,10 +518,13 @@ class QueueClient:
             return self._request("g-fetch", leader, Fetch(TOPIC, partition_of(key), c.positions.get(key, 0)))
         if self.gerrors and not self.gread:
             return self._done("fail", None, self.gerrors[0])
+        if any(self.gread.values()):
+            c.commit_due = True
         return self._done("ok", dict(self.gread), self.gerrors[0] if self.gerrors else None)
 
     def _commit(self) -> Step:
         c = self.consumer
+        c.commit_due = False
         if not c.subscribed or not c.joined or c.coordinator is None:
             return self._done("fail", None, "not-a-member")
         offsets = tuple((partition_of(k), c.positions.get(k, 0)) for k in c.assigned)
@@ -689,11 +693,13 @@ class QueueGenerator:
         chosen = [k for k in self.keys if rng.random() < 0.5]
         return chosen or [self.keys[rng.randrange(len(self.keys))]]
 
-    def next(self, assigned: Sequence[str], subscribed: bool = False) -> QueueOp:
+    def next(self, assigned: Sequence[str], subscribed: bool = False, commit_due: bool = False) -> QueueOp:
         """The next operation for a process assigned `assigned` (or, with --sub-via subscribe, that has
-        `subscribed`)."""
+        `subscribed`; one whose last poll read something commits next, as commitSync after a poll)."""
         rng = self.rng
         if self.sub_via == "subscribe":
+            if subscribed and commit_due:
+                return QueueOp("commit", None, None)
             return self._next_subscribed(subscribed)
         if not assigned or rng.random() < self.assign_p:
             return QueueOp("assign", None, self.assignment())
@@ -877,7 +883,8 @@ class QueueWorkload:
         # process is chosen here rather than by `gen.fill`; Fn asks only when some thread is free
         process = ctx.some_free_process()
         consumer = self.consumer(process)
-        return {**self.ops.next(consumer.assigned, consumer.subscribed).as_op(), "process": process}
+        op = self.ops.next(consumer.assigned, consumer.subscribed, consumer.commit_due)
+        return {**op.as_op(), "process": process}
 
     def generator(self) -> gen.Generator:
         return gen.Fn(self._next)
