@@ -49,6 +49,10 @@ Anomalies (names as Jepsen's ``jepsen.tests.kafka`` checker; every one is bad un
   commit of the same key had completed, with a lower offset. Commits whose calls overlap are not
   ordered and never compared. Only a commit from a fenced generation (a consumer that lost the
   partition) can do this: the coordinator must refuse those.
+* ``stale-generation-commit`` -- commits that name their consumer-group generation (value
+  ``{"generation": g, "offsets": {key: offset}}``): an ``ok`` commit of generation g invoked after an
+  ``ok`` commit of a later generation had completed. A coordinator fences every generation once a
+  later one committed, so it must have refused it.
 * ``nonmonotonic-send`` -- two successive ``ok`` sends (with known offsets) by one process to one key,
   the later at a lower or equal offset.
 
@@ -98,6 +102,7 @@ ANOMALY_TYPES = (
     "nonmonotonic-poll",
     "nonmonotonic-send",
     "poll-skip",
+    "stale-generation-commit",
     "unseen",
 )
 MAX_EXAMPLES = 20
@@ -179,6 +184,8 @@ class _QueueChecker:
         self.subscribes = 0
         # key -> [(completion index, invoke index, offset, example)] of ok commits
         self.commits: dict[Any, list[tuple[int, int, int, dict]]] = {}
+        # (completion index, invoke index, generation, example) of ok commits that name a generation
+        self.generations: list[tuple[int, int, int, dict]] = []
         self.within: dict[str, int] = {}  # poll-skip / nonmonotonic-poll found inside one poll
         self.other = 0
         self.pairs_read = 0
@@ -300,9 +307,17 @@ class _QueueChecker:
         if op.type != "ok" or c is None:
             self.other += 1
             return
-        if not isinstance(c.value, dict):
-            raise self.error(f"commit ok value must be a map {{key: offset}}, got {_short(c.value)}", c.line)
-        for k, offset in c.value.items():
+        value = c.value
+        if not isinstance(value, dict):
+            raise self.error(f"commit ok value must be a map {{key: offset}}, got {_short(value)}", c.line)
+        if "offsets" in value and isinstance(value["offsets"], dict):
+            generation = value.get("generation")
+            if type(generation) is not int:
+                raise self.error(f"commit generation must be an integer, got {_short(generation)}", c.line)
+            example = {"process": op.invoke.process, "generation": generation, "index": c.index}
+            self.generations.append((c.index, op.invoke.index, generation, example))
+            value = value["offsets"]
+        for k, offset in value.items():
             if type(offset) is not int:
                 raise self.error(f"commit of key {_short(k)}: offset must be an integer, got {_short(offset)}", c.line)
             key = _key(k)
@@ -460,6 +475,20 @@ class _QueueChecker:
 
     def finish(self, allow: frozenset[str], history_ops: int) -> dict[str, Any]:
         found = self.found
+        if self.generations:
+            done = sorted(self.generations)
+            ends = [d[0] for d in done]
+            top: list[tuple[int, dict]] = []
+            for _, _, generation, example in done:
+                top.append(max(top[-1], (generation, example), key=lambda b: b[0]) if top else (generation, example))
+            for _, invoked, generation, example in self.generations:
+                j = bisect_left(ends, invoked)
+                if j and top[j - 1][0] > generation:
+                    prior = top[j - 1][1]
+                    found.add(
+                        "stale-generation-commit",
+                        {**example, "later-generation": prior["generation"], "later-index": prior["index"]},
+                    )
         for commits in self.commits.values():
             done = sorted(commits)  # by completion index
             ends = [d[0] for d in done]

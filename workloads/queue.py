@@ -23,9 +23,10 @@ With ``sub_via="subscribe"`` (Jepsen's ``:sub-via #{:subscribe}``) a process ``s
 it joins the consumer group ``kraftwerk-queue`` (the coordinator and a client-side range assignor
 choose its partitions, rebalancing as members come, leave and crash), its polls read every assigned
 partition (``{key: [[offset, value], ...]}``), and ``commit`` ops commit its positions with its
-generation (``{key: offset}``). Processes also subscribe again now and then (a rebalance) and
-``crash`` (an ``info``: a fresh client takes over and the old member's session expires). The final
-drain still assigns.
+generation (``{"generation": g, "offsets": {key: offset}}``). Processes also subscribe again now
+and then (a rebalance), sometimes take long to process what they polled before committing it (the
+group may rebalance without them meanwhile), and ``crash`` (an ``info``: a fresh client takes over
+and the old member's session expires). The final drain still assigns.
 
 The request and reply bodies below are the workload's own; a transport translates them to the
 system under test (the simulator's broker messages, or the Kafka wire protocol).
@@ -71,6 +72,8 @@ MAX_JOINS = 3  # JoinGroup attempts within one op
 SUBSCRIBE_P = 0.02  # a subscribed process subscribes again (leaves the group and rejoins: a rebalance)
 CRASH_P = 0.01  # a subscribed process crashes (Jepsen's :crash): its member lingers until its session expires
 COMMIT_P = 0.1  # of the non-send ops of a subscribed process, commits (the rest are polls)
+SLOW_P = 0.2  # a subscribed process processes what it polled slowly before committing it ...
+SLOW_S = (0.5, 3.0)  # ... for this long (past the rebalance timeout: the group may move on without it)
 UNKNOWN_MEMBER_ID = 25
 REBALANCE_ERRORS = frozenset({22, 27})  # ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS: join again
 COORDINATOR_ERRORS = frozenset({14, 15, 16})  # load in progress, not available, not coordinator: find it again
@@ -356,7 +359,7 @@ class QueueClient:
         self.gkeys: list[str] = []
         self.gread: dict[str, list] = {}
         self.gerrors: list[str] = []
-        self.committing: dict[str, int] = {}  # the offsets of the outstanding commit
+        self.committing: dict[str, Any] = {}  # the outstanding commit: {"generation": g, "offsets": {key: offset}}
 
     def _request(self, stage: str, node: str, body: Any, timeout_s: float | None = None) -> Request:
         self.stage, self.node = stage, node
@@ -474,7 +477,7 @@ class QueueClient:
     # and fetch every assigned partition; a poll's value is {key: [[offset, value], ...]}. `commit`
     # commits the positions of the assigned partitions with the member's generation (and does not
     # heartbeat first: a member that missed a rebalance commits with its old generation, which the
-    # coordinator must refuse); its value is {key: offset}.
+    # coordinator must refuse); its value is {"generation": g, "offsets": {key: offset}}.
 
     def _subscribe(self, value: Any) -> Step:
         c = self.consumer
@@ -529,8 +532,8 @@ class QueueClient:
             return self._done("fail", None, "not-a-member")
         offsets = tuple((partition_of(k), c.positions.get(k, 0)) for k in c.assigned)
         if not offsets:
-            return self._done("ok", {})
-        self.committing = {k: c.positions.get(k, 0) for k in c.assigned}
+            return self._done("ok", {"generation": c.generation, "offsets": {}})
+        self.committing = {"generation": c.generation, "offsets": {k: c.positions.get(k, 0) for k in c.assigned}}
         body = CommitOffsets(GROUP, c.generation, c.member_id, TOPIC, offsets)
         return self._request("g-commit", c.coordinator, body)
 
@@ -667,9 +670,10 @@ class QueueClient:
 
 @dataclass
 class QueueOp:
-    f: str  # send, poll or assign
+    f: str  # send, poll, assign, subscribe, commit or crash
     key: str | None
     value: Any
+    delay_s: float = 0.0  # not before this long from now (a slow consumer's processing)
 
     def as_op(self) -> Op:
         listed = self.f in ("assign", "subscribe")
@@ -699,7 +703,8 @@ class QueueGenerator:
         rng = self.rng
         if self.sub_via == "subscribe":
             if subscribed and commit_due:
-                return QueueOp("commit", None, None)
+                slow = rng.random() < SLOW_P
+                return QueueOp("commit", None, None, rng.uniform(*SLOW_S) if slow else 0.0)
             return self._next_subscribed(subscribed)
         if not assigned or rng.random() < self.assign_p:
             return QueueOp("assign", None, self.assignment())
@@ -884,7 +889,10 @@ class QueueWorkload:
         process = ctx.some_free_process()
         consumer = self.consumer(process)
         op = self.ops.next(consumer.assigned, consumer.subscribed, consumer.commit_due)
-        return {**op.as_op(), "process": process}
+        out = {**op.as_op(), "process": process}
+        if op.delay_s:
+            out["time"] = ctx.time + int(op.delay_s * gen.SECOND)
+        return out
 
     def generator(self) -> gen.Generator:
         return gen.Fn(self._next)

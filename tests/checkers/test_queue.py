@@ -379,6 +379,7 @@ def test_allow_unknown_name_is_an_error() -> None:
         H().check(allow=["G0"])
     assert set(ANOMALY_TYPES) == {
         "commit-regression",
+        "stale-generation-commit",
         "lost-write",
         "duplicate",
         "inconsistent-offsets",
@@ -747,3 +748,22 @@ def test_commit_value_must_be_a_map_of_offsets() -> None:
         commit(H(), 1, [1]).check()  # type: ignore[arg-type]
     with pytest.raises(InputError, match="offset must be an integer"):
         commit(H(), 1, {K: "x"}).check()  # type: ignore[dict-item]
+
+
+def test_stale_generation_commit() -> None:
+    h = _three()
+    commit(h, 1, {"generation": 3, "offsets": {K: 1}})  # type: ignore[dict-item]
+    commit(h, 2, {"generation": 2, "offsets": {K: 2}})  # type: ignore[dict-item]
+    r = h.check()
+    assert "stale-generation-commit" in r["bad-anomaly-types"] and "commit-regression" not in r["anomaly-types"]
+    [ex] = examples(r, "stale-generation-commit")
+    assert ex["generation"] == 2 and ex["later-generation"] == 3 and ex["process"] == 2
+    # overlapping commits, the same generation, or a later one: fine
+    ok = _three()
+    commit(ok, 1, {"generation": 3, "offsets": {K: 1}})  # type: ignore[dict-item]
+    commit(ok, 2, {"generation": 3, "offsets": {}})  # type: ignore[dict-item]
+    ok.raw(3, "invoke", "commit", None).raw(4, "invoke", "commit", None)
+    ok.raw(4, "ok", "commit", {"generation": 5, "offsets": {}}).raw(3, "ok", "commit", {"generation": 4, "offsets": {}})
+    assert "stale-generation-commit" not in ok.check()["anomaly-types"]
+    with pytest.raises(InputError, match="generation must be an integer"):
+        commit(H(), 1, {"generation": "x", "offsets": {}}).check()  # type: ignore[dict-item]
