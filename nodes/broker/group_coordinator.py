@@ -695,7 +695,10 @@ class GroupCoordinator:
             except (ValueError, DecodeError):
                 continue  # not a coordinator batch
             for record in records:
-                self._replay(record.key, record.value, batch.max_timestamp)
+                try:
+                    self._replay(record.key, record.value, batch.max_timestamp)
+                except (ValueError, DecodeError):
+                    continue  # a record of a layout this coordinator does not write
         for group_id, group in self.groups.items():
             if partition_for(group_id, n) == index:
                 for member in group.members.values():

@@ -159,6 +159,13 @@ def test_kafka_python_group_commits_and_resumes(cluster: tuple[Path, str]) -> No
         consumed_to[partition] = max(consumed_to.get(partition, 0), offset + 1)
     assert {p: o or 0 for p, o in committed.items()} == {p: consumed_to.get(p, 0) for p in range(PARTITIONS)}
     got2 = kp_poll(second, len(values) - len(got1))
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:  # ListGroups and DescribeGroups, as tools use them
+        assert "kp-group" in str(admin.list_groups())
+        described = str(admin.describe_groups(["kp-group"]))
+        assert "'group_state': 'Stable'" in described and "'topics': ['kp']" in described, described
+    finally:
+        admin.close()
     second.close()
     for partition, offset in first_offsets(got2).items():
         assert offset == (committed[partition] or 0), "the restarted consumer did not resume at the commit"
