@@ -44,8 +44,22 @@ Anomalies (names as Jepsen's ``jepsen.tests.kafka`` checker; every one is bad un
 * ``poll-skip`` -- between two successive polls of a key by one process (no assign/subscribe in
   between), or inside one poll (``"within": true``), the consumer jumped over offsets that some op
   observed (an acknowledged send or any poll, anywhere in the history).
+* ``commit-regression`` -- a group's committed offset went back: an ``ok`` ``commit`` (value
+  ``{key: offset}``, the offsets it committed for the consumer group) invoked after another ``ok``
+  commit of the same key had completed, with a lower offset. Commits whose calls overlap are not
+  ordered and never compared. Only a commit from a fenced generation (a consumer that lost the
+  partition) can do this: the coordinator must refuse those.
+* ``stale-generation-commit`` -- commits that name their consumer-group generation (value
+  ``{"generation": g, "offsets": {key: offset}}``): an ``ok`` commit of generation g invoked after an
+  ``ok`` commit of a later generation had completed. A coordinator fences every generation once a
+  later one committed, so it must have refused it.
 * ``nonmonotonic-send`` -- two successive ``ok`` sends (with known offsets) by one process to one key,
   the later at a lower or equal offset.
+
+Jepsen's allowed-set policy for subscribe: when the history holds a ``subscribe``, ``poll-skip`` and
+``nonmonotonic-poll`` between two polls are allowed (rebalances move partitions between consumers
+without an op in the history saying so); the same anomalies inside one poll (``"within": true``)
+stay bad. The result lists them under ``allowed-by-subscribe``.
 
 Informational, never anomalies: ``recovered`` (``info`` sends that some poll read) and
 ``unsent-reads`` (values polled that no send in the history carried).
@@ -81,12 +95,14 @@ __all__ = ["ANOMALY_TYPES", "MAX_EXAMPLES", "check_queue"]
 
 ANOMALY_TYPES = (
     "aborted-read",
+    "commit-regression",
     "duplicate",
     "inconsistent-offsets",
     "lost-write",
     "nonmonotonic-poll",
     "nonmonotonic-send",
     "poll-skip",
+    "stale-generation-commit",
     "unseen",
 )
 MAX_EXAMPLES = 20
@@ -166,6 +182,11 @@ class _QueueChecker:
         self.polls_by_type = {"ok": 0, "fail": 0, "info": 0, "empty": 0}
         self.assigns = 0
         self.subscribes = 0
+        # key -> [(completion index, invoke index, offset, example)] of ok commits
+        self.commits: dict[Any, list[tuple[int, int, int, dict]]] = {}
+        # (completion index, invoke index, generation, example) of ok commits that name a generation
+        self.generations: list[tuple[int, int, int, dict]] = []
+        self.within: dict[str, int] = {}  # poll-skip / nonmonotonic-poll found inside one poll
         self.other = 0
         self.pairs_read = 0
 
@@ -182,6 +203,8 @@ class _QueueChecker:
             self.send(op)
         elif f == "assign" or f == "subscribe":
             self.assign(op, f)
+        elif f == "commit":
+            self.commit(op)
         else:
             self.other += 1
 
@@ -277,6 +300,29 @@ class _QueueChecker:
         if state:
             for entry in state.values():
                 entry[2] = True
+
+    def commit(self, op: Operation) -> None:
+        """An ``ok`` commit: value ``{key: offset}`` (what the group committed)."""
+        c = op.complete
+        if op.type != "ok" or c is None:
+            self.other += 1
+            return
+        value = c.value
+        if not isinstance(value, dict):
+            raise self.error(f"commit ok value must be a map {{key: offset}}, got {_short(value)}", c.line)
+        if "offsets" in value and isinstance(value["offsets"], dict):
+            generation = value.get("generation")
+            if type(generation) is not int:
+                raise self.error(f"commit generation must be an integer, got {_short(generation)}", c.line)
+            example = {"process": op.invoke.process, "generation": generation, "index": c.index}
+            self.generations.append((c.index, op.invoke.index, generation, example))
+            value = value["offsets"]
+        for k, offset in value.items():
+            if type(offset) is not int:
+                raise self.error(f"commit of key {_short(k)}: offset must be an integer, got {_short(offset)}", c.line)
+            key = _key(k)
+            example = {"process": op.invoke.process, "key": key, "offset": offset, "index": c.index}
+            self.commits.setdefault(key, []).append((c.index, op.invoke.index, offset, example))
 
     def poll(self, op: Operation) -> None:
         inv, c = op.invoke, op.complete
@@ -388,6 +434,7 @@ class _QueueChecker:
                             )
                         )
             elif o <= prev:
+                self.within["nonmonotonic-poll"] = self.within.get("nonmonotonic-poll", 0) + 1
                 found.add(
                     "nonmonotonic-poll",
                     {
@@ -428,6 +475,39 @@ class _QueueChecker:
 
     def finish(self, allow: frozenset[str], history_ops: int) -> dict[str, Any]:
         found = self.found
+        if self.generations:
+            done = sorted(self.generations)
+            ends = [d[0] for d in done]
+            top: list[tuple[int, dict]] = []
+            for _, _, generation, example in done:
+                top.append(max(top[-1], (generation, example), key=lambda b: b[0]) if top else (generation, example))
+            for _, invoked, generation, example in self.generations:
+                j = bisect_left(ends, invoked)
+                if j and top[j - 1][0] > generation:
+                    prior = top[j - 1][1]
+                    found.add(
+                        "stale-generation-commit",
+                        {**example, "later-generation": prior["generation"], "later-index": prior["index"]},
+                    )
+        for commits in self.commits.values():
+            done = sorted(commits)  # by completion index
+            ends = [d[0] for d in done]
+            best: list[tuple[int, dict]] = []  # prefix maxima of the committed offsets, in completion order
+            for _, _, offset, example in done:
+                best.append(max(best[-1], (offset, example), key=lambda b: b[0]) if best else (offset, example))
+            for _, invoked, offset, example in commits:
+                j = bisect_left(ends, invoked)  # commits completed before this one was invoked
+                if j and best[j - 1][0] > offset:
+                    prior = best[j - 1][1]
+                    found.add(
+                        "commit-regression",
+                        {
+                            **example,
+                            "prev-offset": prior["offset"],
+                            "prev-index": prior["index"],
+                            "prev-process": prior["process"],
+                        },
+                    )
         at = self.at
         known = {k: sorted(by_offset) for k, by_offset in at.items()}
 
@@ -439,6 +519,8 @@ class _QueueChecker:
                 by_offset = at[key]
                 example["skipped-count"] = j - i
                 example["skipped"] = [[o, by_offset[o][0]] for o in offsets[i : min(j, i + _MAX_LISTED)]]
+                if example["within"]:
+                    self.within["poll-skip"] = self.within.get("poll-skip", 0) + 1
                 found.add("poll-skip", example)
 
         for (key, offset), values in self.conflicts.items():
@@ -518,7 +600,10 @@ class _QueueChecker:
                 unsent.add("unsent", {"key": key, "offset": offset, "value": value, "index": index})
 
         names = sorted(n for n, c in found.counts.items() if c)
-        bad = [n for n in names if n not in allow]
+        by_subscribe = []
+        if self.subscribes:
+            by_subscribe = [n for n in ("nonmonotonic-poll", "poll-skip") if n in names and not self.within.get(n)]
+        bad = [n for n in names if n not in allow and n not in by_subscribe]
         anomalies: dict[str, dict[str, Any]] = {}
         for n in names:
             anomalies[n] = {"count": found.counts[n], "examples": found.examples.get(n, [])}
@@ -556,6 +641,7 @@ class _QueueChecker:
                 "examples": recovered.examples.get("recovered", []),
             },
             "unsent-reads": {"count": unsent.counts.get("unsent", 0), "examples": unsent.examples.get("unsent", [])},
+            **({"allowed-by-subscribe": by_subscribe} if by_subscribe else {}),
             "stats": stats,
         }
 

@@ -83,6 +83,7 @@ _STORED_OPTIONS = {
     "replication-factor": "replication_factor",
     "min-isr": "min_isr",
     "unclean": "unclean",
+    "sub-via": "sub_via",
 }
 
 

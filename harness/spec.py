@@ -30,6 +30,7 @@ REAL_WORKLOADS = ("register", "queue")
 ACKS = {"all": -1, "1": 1, "0": 0}  # --acks → the producer's acks
 DBS = ("kraftwerk", "etcd")  # --db: our KRaft-style nodes, or etcd (harness.db.etcd)
 ETCD_READS = ("linearizable", "serializable")  # --etcd-read
+SUB_VIA = ("assign", "subscribe")  # --sub-via (workloads.queue.SUB_VIA)
 
 
 class SpecError(ValueError):
@@ -63,6 +64,7 @@ class TestSpec:
     partitions: int = 3
     unclean: bool = False
     allow: tuple[str, ...] = ()
+    sub_via: str = "assign"  # assign | subscribe (Jepsen's :sub-via: consumer groups)
     # ssh backend
     ssh_hosts: str | None = None
     ssh_user: str = "root"
@@ -97,7 +99,7 @@ class TestSpec:
         )
         default = TestSpec.__dataclass_fields__
         if self.workload != "queue":
-            for f in ("acks", "min_isr", "replication_factor", "partitions", "unclean", "allow"):
+            for f in ("acks", "min_isr", "replication_factor", "partitions", "unclean", "allow", "sub_via"):
                 put(self, f, default[f].default)
         if self.db != "etcd":
             put(self, "etcd_read", default["etcd_read"].default)
@@ -135,6 +137,8 @@ class TestSpec:
                 return f"--min-isr must be between 1 and --replication-factor, got {self.min_isr}"
             if not 1 <= self.partitions <= 100:
                 return f"--partitions must be between 1 and 100, got {self.partitions}"
+            if self.sub_via not in SUB_VIA:
+                return f"--sub-via must be one of {', '.join(SUB_VIA)}, got {self.sub_via!r}"
             bad = sorted(set(self.allow) - set(ANOMALY_TYPES))
             if bad:
                 return f"--allow {', '.join(bad)}: not a queue anomaly ({', '.join(ANOMALY_TYPES)})"
@@ -280,6 +284,7 @@ class TestSpec:
                     "partitions": self.partitions,
                     "unclean": self.unclean,
                     "allow": list(self.allow),
+                    **({"sub-via": self.sub_via} if self.sub_via != "assign" else {}),
                 }
                 if self.workload == "queue"
                 else {}
@@ -341,6 +346,7 @@ class TestSpec:
         take("partitions", "partitions", _int)
         take("unclean", "unclean", _bool)
         take("allow", "allow", _names)
+        take("sub-via", "sub_via", str)
         take("ssh-hosts", "ssh_hosts", str)
         take("ssh-user", "ssh_user", str)
         take("ssh-key", "ssh_key", str)

@@ -32,12 +32,22 @@ epoch or sequence it cannot repair makes it start over with a new producer id. A
 certainly was not appended gives its sequence back. A retried batch belongs to an earlier
 operation that ended `info`; the operation that carries the retries is judged by its own batch.
 
+With ``sub_via="subscribe"`` (Jepsen's ``:sub-via #{:subscribe}``) a process ``subscribe``s instead:
+it joins the consumer group ``kraftwerk-queue`` (the coordinator and a client-side range assignor
+choose its partitions, rebalancing as members come, leave and crash), its polls read every assigned
+partition (``{key: [[offset, value], ...]}``), and ``commit`` ops commit its positions with its
+generation (``{"generation": g, "offsets": {key: offset}}``). Processes also subscribe again now
+and then (a rebalance), sometimes take long to process what they polled before committing it (the
+group may rebalance without them meanwhile), and ``crash`` (an ``info``: a fresh client takes over
+and the old member's session expires). The final drain still assigns.
+
 The request and reply bodies below are the workload's own; a transport translates them to the
 system under test (the simulator's broker messages, or the Kafka wire protocol).
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -67,6 +77,35 @@ CREATE_TIMEOUT_MS = 5000
 SETUP_RETRY_S = 0.3  # the setup's pause after a create or a readiness check that did not succeed
 END_QUIET_S = 4.0  # the final drain gives up on a partition whose end has not moved for this long
 END_POLL_S = 0.05  # ... and polls a partition at its end this much apart
+
+
+SUB_VIA = ("assign", "subscribe")
+GROUP = "kraftwerk-queue"  # the consumer group of --sub-via subscribe
+SESSION_TIMEOUT_MS = 4000
+REBALANCE_TIMEOUT_MS = 1500
+HEARTBEAT_INTERVAL_S = 1.0  # a subscribed poll sends a Heartbeat first when the last one is older
+MAX_JOINS = 3  # JoinGroup attempts within one op
+SUBSCRIBE_P = 0.02  # a subscribed process subscribes again (leaves the group and rejoins: a rebalance)
+CRASH_P = 0.01  # a subscribed process crashes (Jepsen's :crash): its member lingers until its session expires
+COMMIT_P = 0.1  # of the non-send ops of a subscribed process, commits (the rest are polls)
+SLOW_P = 0.2  # a subscribed process processes what it polled slowly before committing it ...
+SLOW_S = (0.5, 3.0)  # ... for this long (past the rebalance timeout: the group may move on without it)
+UNKNOWN_MEMBER_ID = 25
+REBALANCE_ERRORS = frozenset({22, 27})  # ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS: join again
+COORDINATOR_ERRORS = frozenset({14, 15, 16})  # load in progress, not available, not coordinator: find it again
+MEMBER_ID_REQUIRED = 79
+
+
+def range_assignment(members: Sequence[str], all_keys: Sequence[str]) -> dict[str, list[str]]:
+    """The group leader's assignment: Kafka's range assignor over the members in id order."""
+    ordered = sorted(members)
+    per, extra = divmod(len(all_keys), len(ordered)) if ordered else (0, 0)
+    out, start = {}, 0
+    for i, member in enumerate(ordered):
+        n = per + (1 if i < extra else 0)
+        out[member] = list(all_keys[start : start + n])
+        start += n
+    return out
 
 
 def keys(partitions: int, topic: str = TOPIC) -> list[str]:
@@ -192,7 +231,110 @@ class TopicCreated:
     message: str | None = None
 
 
-REQUESTS = (Metadata, Produce, Fetch, CreateTopic, InitProducerId)  # the request bodies a transport must carry
+# ---------------------------------------------------------------------------- group bodies (--sub-via subscribe)
+
+
+@dataclass(frozen=True)
+class FindCoordinator:
+    group: str
+
+
+@dataclass(frozen=True)
+class CoordinatorFound:
+    error: int
+    error_name: str
+    node: str | None = None  # the coordinator's node name
+
+
+@dataclass(frozen=True)
+class JoinGroup:
+    """Join (or rejoin, with `member_id`) the group; the answer waits for the rebalance."""
+
+    group: str
+    member_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    subscription: bytes
+
+
+@dataclass(frozen=True)
+class GroupJoined:
+    error: int
+    error_name: str
+    generation: int = -1
+    leader: str = ""
+    member_id: str = ""
+    members: tuple[tuple[str, bytes], ...] = ()  # the leader's: (member id, subscription)
+
+
+@dataclass(frozen=True)
+class SyncGroup:
+    group: str
+    generation: int
+    member_id: str
+    assignments: tuple[tuple[str, bytes], ...] = ()  # from the leader only
+
+
+@dataclass(frozen=True)
+class GroupSynced:
+    error: int
+    error_name: str
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    group: str
+    generation: int
+    member_id: str
+
+
+@dataclass(frozen=True)
+class LeaveGroup:
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True)
+class GroupAnswer:
+    """The answer to a Heartbeat or a LeaveGroup."""
+
+    error: int
+    error_name: str
+
+
+@dataclass(frozen=True)
+class FetchOffsets:
+    group: str
+    topic: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class OffsetsFetched:
+    error: int
+    error_name: str
+    offsets: tuple[tuple[int, int], ...] = ()  # (partition, committed offset; -1 for none)
+
+
+@dataclass(frozen=True)
+class CommitOffsets:
+    group: str
+    generation: int
+    member_id: str
+    topic: str
+    offsets: tuple[tuple[int, int], ...]  # (partition, offset)
+
+
+@dataclass(frozen=True)
+class OffsetsCommitted:
+    error: int  # the first partition error (0: all committed)
+    error_name: str
+
+
+GROUP_REQUESTS = (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, FetchOffsets, CommitOffsets)
+# the request bodies a transport must carry
+REQUESTS = (Metadata, Produce, Fetch, CreateTopic, InitProducerId, *GROUP_REQUESTS)
 
 
 # ---------------------------------------------------------------------------- state
@@ -200,18 +342,39 @@ REQUESTS = (Metadata, Produce, Fetch, CreateTopic, InitProducerId)  # the reques
 
 @dataclass
 class Consumer:
-    """One process's consumer state: its assigned partitions and positions (fresh for a new process)."""
+    """One process's consumer state: its assigned partitions and positions (fresh for a new process),
+    and, once it subscribed, its group membership (the partitions then come from the group)."""
 
     assigned: list[str] = field(default_factory=list)
     positions: dict[str, int] = field(default_factory=dict)
     polled: set[str] = field(default_factory=set)  # keys polled ok since the last assign
     at_end: set[str] = field(default_factory=set)  # keys whose last ok poll found nothing past the end
+    subscribed: bool = False
+    coordinator: str | None = None
+    member_id: str = ""
+    generation: int = -1
+    joined: bool = False  # holds this generation's assignment and committed positions
+    commit_due: bool = False  # a subscribed poll read something: the process commits next (commitSync)
+    last_heartbeat: int = 0  # ns, the op time of the last heartbeat or join
 
     def assign(self, keys: Sequence[str]) -> None:
         self.assigned = list(keys)
         self.positions = dict.fromkeys(self.assigned, 0)
         self.polled = set()
         self.at_end = set()
+        self.subscribed = False
+
+    def subscribe(self) -> None:
+        self.assign(())
+        self.subscribed = True
+        self.joined = False
+
+    def rejoin(self, forget_member: bool = False) -> None:
+        """The group moved on: join again before polling (with a new member id if `forget_member`)."""
+        self.joined = False
+        self.assigned, self.positions = [], {}
+        if forget_member:
+            self.member_id, self.generation = "", -1
 
 
 @dataclass
@@ -245,10 +408,16 @@ class QueueClient:
         self.retrying: tuple[int, Any] | None = None
         self.pending: Completion | None = None  # this send's outcome, while older batches are retried
         self.resend = False  # this send was refused out of order: resend it after the retries
+        # a subscribed poll's progress: join attempts, keys still to fetch, what was read, errors
+        self.joins = 0
+        self.gkeys: list[str] = []
+        self.gread: dict[str, list] = {}
+        self.gerrors: list[str] = []
+        self.committing: dict[str, Any] = {}  # the outstanding commit: {"generation": g, "offsets": {key: offset}}
 
-    def _request(self, stage: str, node: str, body: Any) -> Request:
+    def _request(self, stage: str, node: str, body: Any, timeout_s: float | None = None) -> Request:
         self.stage, self.node = stage, node
-        return Request(node, body, self.workload.timeout_s)
+        return Request(node, body, self.workload.timeout_s if timeout_s is None else timeout_s)
 
     def _done(self, typ: str, value: Any, error: str | None = None) -> Completion:
         self.stage = ""
@@ -265,6 +434,14 @@ class QueueClient:
         if f == "assign":
             self.consumer.assign(value)
             return self._done("ok", list(value))
+        if f == "subscribe":
+            return self._subscribe(value)
+        if f == "crash":
+            return self._done("info", None, "crash")
+        if f == "commit":
+            return self._commit()
+        if f == "poll" and key is None:
+            return self._group_poll()
         if f == "create-topic":
             return self._request("create", op.get("node") or self._random_node(), self.workload.create_topic())
         if f == "topic-ready":
@@ -311,6 +488,8 @@ class QueueClient:
             return self._producer_id(answer)
         if stage == "retry":
             return self._retried(answer)
+        if stage.startswith("g-"):
+            return self._group_answer(answer)
         key, value = op["key"], op.get("value")
         failed_value = value if op["f"] == "send" else None
         if isinstance(answer, Failure):
@@ -465,6 +644,182 @@ class QueueClient:
             consumer.at_end.add(key)
         return self._done("ok", pairs)
 
+    # ------------------------------------------------------------------ --sub-via subscribe
+    # A subscribed process is a member of GROUP: its polls (no key) join the group when needed
+    # (FindCoordinator, JoinGroup, SyncGroup with the leader's range assignment, then the committed
+    # offsets as positions), heartbeat when the last heartbeat is older than HEARTBEAT_INTERVAL_S,
+    # and fetch every assigned partition; a poll's value is {key: [[offset, value], ...]}. `commit`
+    # commits the positions of the assigned partitions with the member's generation (and does not
+    # heartbeat first: a member that missed a rebalance commits with its old generation, which the
+    # coordinator must refuse); its value is {"generation": g, "offsets": {key: offset}}.
+
+    def _subscribe(self, value: Any) -> Step:
+        c = self.consumer
+        if c.subscribed and c.member_id and c.coordinator is not None:
+            return self._request("g-leave", c.coordinator, LeaveGroup(GROUP, c.member_id))
+        c.subscribe()
+        c.member_id, c.generation = "", -1
+        return self._done("ok", list(value))
+
+    def _group_poll(self) -> Step:
+        if not self.consumer.subscribed:
+            return self._done("fail", None, "not-subscribed")
+        self.joins, self.gkeys, self.gread, self.gerrors = 0, [], {}, []
+        return self._ensure_member()
+
+    def _now(self) -> int:
+        return int(self.op.get("time") or 0)
+
+    def _ensure_member(self) -> Step:
+        c = self.consumer
+        if c.coordinator is None:
+            return self._request("g-find", self._random_node(), FindCoordinator(GROUP))
+        if not c.joined:
+            self.joins += 1
+            if self.joins > MAX_JOINS:
+                return self._done("fail", None, "rebalancing")
+            body = JoinGroup(GROUP, c.member_id, SESSION_TIMEOUT_MS, REBALANCE_TIMEOUT_MS, TOPIC.encode())
+            return self._request("g-join", c.coordinator, body, REBALANCE_TIMEOUT_MS / 1000 + self.workload.timeout_s)
+        if self._now() - c.last_heartbeat >= int(HEARTBEAT_INTERVAL_S * gen.SECOND):
+            return self._request("g-heartbeat", c.coordinator, Heartbeat(GROUP, c.generation, c.member_id))
+        self.gkeys = list(c.assigned)
+        return self._next_fetch()
+
+    def _next_fetch(self) -> Step:
+        c = self.consumer
+        while self.gkeys:
+            key = self.gkeys[0]
+            leader = self.leaders.get(key)
+            if leader is None:
+                return self._request("g-metadata", self._random_node(), Metadata(TOPIC))
+            return self._request("g-fetch", leader, Fetch(TOPIC, partition_of(key), c.positions.get(key, 0)))
+        if self.gerrors and not self.gread:
+            return self._done("fail", None, self.gerrors[0])
+        if any(self.gread.values()):
+            c.commit_due = True
+        return self._done("ok", dict(self.gread), self.gerrors[0] if self.gerrors else None)
+
+    def _commit(self) -> Step:
+        c = self.consumer
+        c.commit_due = False
+        if not c.subscribed or not c.joined or c.coordinator is None:
+            return self._done("fail", None, "not-a-member")
+        offsets = tuple((partition_of(k), c.positions.get(k, 0)) for k in c.assigned)
+        if not offsets:
+            return self._done("ok", {"generation": c.generation, "offsets": {}})
+        self.committing = {"generation": c.generation, "offsets": {k: c.positions.get(k, 0) for k in c.assigned}}
+        body = CommitOffsets(GROUP, c.generation, c.member_id, TOPIC, offsets)
+        return self._request("g-commit", c.coordinator, body)
+
+    def _group_answer(self, answer: Reply | Failure) -> Step:
+        c, stage = self.consumer, self.stage
+        if stage == "g-leave":
+            c.subscribe()
+            c.member_id, c.generation = "", -1
+            return self._done("ok", list(self.op.get("value") or ()))
+        if stage in ("g-fetch", "g-metadata"):
+            return self._group_fetched(answer)
+        if isinstance(answer, Failure):
+            c.coordinator = None
+            if stage == "g-commit":  # it may have been applied
+                return self._done("info", None, answer.reason)
+            return self._done("fail", None, answer.reason)
+        body = answer.body
+        error = body.error
+        if stage == "g-commit":
+            if error == 0:
+                return self._done("ok", self.committing)
+            if error in REBALANCE_ERRORS or error == UNKNOWN_MEMBER_ID:
+                c.rejoin(forget_member=error == UNKNOWN_MEMBER_ID)
+                return self._done("fail", None, body.error_name)
+            if error in COORDINATOR_ERRORS:
+                c.coordinator = None
+                if error != 14:  # not coordinator / not available: the append may have happened
+                    return self._done("info", None, body.error_name)
+            return self._done("fail", None, body.error_name)
+        if error in COORDINATOR_ERRORS:
+            c.coordinator = None
+            if stage == "g-find":
+                return self._done("fail", None, body.error_name)
+            return self._ensure_member()
+        if stage == "g-find":
+            if error != 0 or body.node is None or body.node not in self.workload.nodes:
+                return self._done("fail", None, body.error_name if error else "unknown-coordinator")
+            c.coordinator = body.node
+            return self._ensure_member()
+        if error == UNKNOWN_MEMBER_ID:
+            c.rejoin(forget_member=True)
+            return self._ensure_member()
+        if error in REBALANCE_ERRORS:
+            c.rejoin()
+            return self._ensure_member()
+        if stage == "g-join":
+            if error == MEMBER_ID_REQUIRED:
+                c.member_id = body.member_id
+                return self._ensure_member()
+            if error != 0:
+                return self._done("fail", None, body.error_name)
+            c.member_id, c.generation = body.member_id, body.generation
+            assignments: tuple[tuple[str, bytes], ...] = ()
+            if body.leader == body.member_id:
+                plan = range_assignment([m for m, _ in body.members], self.workload.all_keys())
+                assignments = tuple((m, json.dumps(ks).encode()) for m, ks in sorted(plan.items()))
+            return self._request("g-sync", c.coordinator, SyncGroup(GROUP, c.generation, c.member_id, assignments))
+        if stage == "g-sync":
+            if error != 0:
+                return self._done("fail", None, body.error_name)
+            try:
+                assigned = [str(k) for k in json.loads(body.assignment or b"[]")]
+            except ValueError:
+                return self._done("fail", None, "bad-assignment")
+            c.assigned = assigned
+            partitions = tuple(partition_of(k) for k in assigned)
+            return self._request("g-offsets", c.coordinator, FetchOffsets(GROUP, TOPIC, partitions))
+        if stage == "g-offsets":
+            if error != 0:
+                return self._done("fail", None, body.error_name)
+            committed = {f"{TOPIC}-{p}": o for p, o in body.offsets}
+            c.positions = {k: max(0, committed.get(k, -1)) for k in c.assigned}
+            c.polled, c.at_end = set(), set()
+            c.joined = True
+            c.last_heartbeat = self._now()
+            return self._ensure_member()
+        # g-heartbeat
+        if error != 0:
+            return self._done("fail", None, body.error_name)
+        c.last_heartbeat = self._now()
+        return self._ensure_member()
+
+    def _group_fetched(self, answer: Reply | Failure) -> Step:
+        key = self.gkeys[0]
+        c = self.consumer
+        if isinstance(answer, Failure):
+            self.leaders.pop(key, None)
+            self.gerrors.append(answer.reason)
+            self.gkeys.pop(0)
+            return self._next_fetch()
+        body = answer.body
+        if self.stage == "g-metadata":
+            self._learn(body)
+            if self.leaders.get(key) is None:
+                self.gerrors.append("leader-not-available")
+                self.gkeys.pop(0)
+            return self._next_fetch()
+        self.gkeys.pop(0)
+        if body.error != 0:
+            if body.error in REFRESH:
+                self.leaders.pop(key, None)
+            if body.error == OFFSET_OUT_OF_RANGE:
+                c.positions[key] = 0
+            self.gerrors.append(body.error_name)
+            return self._next_fetch()
+        start = c.positions.get(key, 0)
+        pairs = [[offset, decode_value(data)] for offset, data in body.records if offset >= start]
+        if pairs:
+            c.positions[key] = pairs[-1][0] + 1
+        self.gread[key] = pairs
+        return self._next_fetch()
+
     def _setup_answer(self, answer: Reply | Failure) -> Completion:
         if isinstance(answer, Failure):
             return self._done("fail", None, answer.reason)
@@ -489,23 +844,26 @@ class QueueClient:
 
 @dataclass
 class QueueOp:
-    f: str  # send, poll or assign
+    f: str  # send, poll, assign, subscribe, commit or crash
     key: str | None
     value: Any
+    delay_s: float = 0.0  # not before this long from now (a slow consumer's processing)
 
     def as_op(self) -> Op:
-        return {"f": self.f, "key": self.key, "value": list(self.value) if self.f == "assign" else self.value}
+        listed = self.f in ("assign", "subscribe")
+        return {"f": self.f, "key": self.key, "value": list(self.value) if listed else self.value}
 
 
 class QueueGenerator:
     """Draws operations: mostly sends and polls on the process's assigned keys, sometimes a new assignment."""
 
-    def __init__(self, rng: random.Random, partitions: int, assign_p: float = 0.05) -> None:
+    def __init__(self, rng: random.Random, partitions: int, assign_p: float = 0.05, sub_via: str = "assign") -> None:
         if partitions < 1:
             raise ValueError("partitions must be positive")
         self.rng = rng
         self.keys = keys(partitions)
         self.assign_p = assign_p
+        self.sub_via = sub_via
         self._next_value = 0
 
     def assignment(self) -> list[str]:
@@ -513,15 +871,33 @@ class QueueGenerator:
         chosen = [k for k in self.keys if rng.random() < 0.5]
         return chosen or [self.keys[rng.randrange(len(self.keys))]]
 
-    def next(self, assigned: Sequence[str]) -> QueueOp:
-        """The next operation for a process assigned `assigned`."""
+    def next(self, assigned: Sequence[str], subscribed: bool = False, commit_due: bool = False) -> QueueOp:
+        """The next operation for a process assigned `assigned` (or, with --sub-via subscribe, that has
+        `subscribed`; one whose last poll read something commits next, as commitSync after a poll)."""
         rng = self.rng
+        if self.sub_via == "subscribe":
+            if subscribed and commit_due:
+                slow = rng.random() < SLOW_P
+                return QueueOp("commit", None, None, rng.uniform(*SLOW_S) if slow else 0.0)
+            return self._next_subscribed(subscribed)
         if not assigned or rng.random() < self.assign_p:
             return QueueOp("assign", None, self.assignment())
         if rng.random() < 0.5:
             self._next_value += 1
             return QueueOp("send", self.keys[rng.randrange(len(self.keys))], self._next_value)
         return QueueOp("poll", assigned[rng.randrange(len(assigned))], None)
+
+    def _next_subscribed(self, subscribed: bool) -> QueueOp:
+        rng = self.rng
+        r = rng.random()
+        if not subscribed or r < SUBSCRIBE_P:
+            return QueueOp("subscribe", None, list(self.keys))
+        if r < SUBSCRIBE_P + CRASH_P:
+            return QueueOp("crash", None, None)
+        if rng.random() < 0.5:
+            self._next_value += 1
+            return QueueOp("send", self.keys[rng.randrange(len(self.keys))], self._next_value)
+        return QueueOp("commit" if rng.random() < COMMIT_P else "poll", None, None)
 
 
 class _Setup(gen.Generator):
@@ -632,9 +1008,13 @@ class QueueWorkload:
         min_isr: int = 2,
         unclean: bool = False,
         idempotent: bool = True,
+        sub_via: str = "assign",
     ) -> None:
         if not nodes:
             raise ValueError("the queue workload needs at least one node")
+        if sub_via not in SUB_VIA:
+            raise ValueError(f"sub_via must be one of {', '.join(SUB_VIA)}, got {sub_via!r}")
+        self.sub_via = sub_via
         self.nodes = sorted(nodes, key=lambda n: (len(n), n))
         self.seed = seed
         self.timeout_s = timeout_s
@@ -644,7 +1024,7 @@ class QueueWorkload:
         self.min_isr = min_isr
         self.unclean = unclean
         self.idempotent = idempotent and self.acks == -1  # as Kafka clients: only with acks=all
-        self.ops = QueueGenerator(random.Random(f"workload-{seed}"), partitions)
+        self.ops = QueueGenerator(random.Random(f"workload-{seed}"), partitions, sub_via=sub_via)
         self.consumers: dict[int, Consumer] = {}
         self.producers: dict[Any, Producer] = {}
         self.acked_max: dict[str, int] = {}
@@ -660,6 +1040,7 @@ class QueueWorkload:
             "min-isr": self.min_isr,
             "unclean": self.unclean,
             "idempotent": self.idempotent,
+            **({"sub-via": self.sub_via} if self.sub_via != "assign" else {}),
         }
 
     def consumer(self, process: int) -> Consumer:
@@ -687,7 +1068,12 @@ class QueueWorkload:
         # the op is drawn for one process (its assignment decides between poll and assign), so the
         # process is chosen here rather than by `gen.fill`; Fn asks only when some thread is free
         process = ctx.some_free_process()
-        return {**self.ops.next(self.consumer(process).assigned).as_op(), "process": process}
+        consumer = self.consumer(process)
+        op = self.ops.next(consumer.assigned, consumer.subscribed, consumer.commit_due)
+        out = {**op.as_op(), "process": process}
+        if op.delay_s:
+            out["time"] = ctx.time + int(op.delay_s * gen.SECOND)
+        return out
 
     def generator(self) -> gen.Generator:
         return gen.Fn(self._next)
@@ -711,7 +1097,7 @@ class QueueWorkload:
 
 def from_options(nodes: Sequence[str], seed: int, options: Mapping[str, Any], timeout_s: float = 2.0) -> QueueWorkload:
     """The workload a test's queue options describe (acks, partitions, replication-factor, min-isr, unclean,
-    idempotent)."""
+    idempotent, sub-via)."""
     return QueueWorkload(
         nodes,
         seed,
@@ -722,4 +1108,5 @@ def from_options(nodes: Sequence[str], seed: int, options: Mapping[str, Any], ti
         min_isr=int(options.get("min-isr", 2)),
         unclean=bool(options.get("unclean", False)),
         idempotent=bool(options.get("idempotent", True)),
+        sub_via=str(options.get("sub-via", "assign")),
     )

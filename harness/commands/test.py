@@ -115,6 +115,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     q.add_argument("--partitions", type=int, default=3, metavar="N", help="partitions of the topic (default 3)")
     q.add_argument("--unclean", action="store_true", help="unclean.leader.election.enable=true")
     q.add_argument(
+        "--sub-via",
+        default="assign",
+        metavar="assign|subscribe",
+        help="how consumers get partitions: assign (manual) or subscribe (a consumer group: rebalances, "
+        "committed offsets; poll-skip and nonmonotonic-poll are then allowed, as in Jepsen) (default assign)",
+    )
+    q.add_argument(
         "--allow",
         action="append",
         default=[],
@@ -203,6 +210,8 @@ def reproduce_command(spec: TestSpec) -> str:
         ]
         if spec.unclean:
             parts.append("--unclean")
+        if spec.sub_via != "assign":
+            parts += ["--sub-via", spec.sub_via]
         for anomaly in spec.allow:
             parts += ["--allow", anomaly]
     for bug in spec.bugs:

@@ -4,7 +4,9 @@ One `KafkaWire` per client process: one `ClientConnection` per node, opened on d
 process that crashed (an `info`) never shares a connection with its successor. Each body is one
 Kafka request with the project's own codecs (`nodes.kafka.protocol`; record batches from
 `nodes.kafka.records`): Metadata, Produce (one record per batch, with the idempotent producer's
-id, epoch and sequence when it has them), Fetch, CreateTopics, InitProducerId. kafka-python
+id, epoch and sequence when it has them), Fetch, CreateTopics, InitProducerId, and for
+`--sub-via subscribe` the group coordinator's FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup, OffsetFetch and OffsetCommit. kafka-python
 was the alternative, but its retries and buffering would hide what happened to one request, and
 the outcome of each operation must be judged from exactly one Produce or Fetch; our codecs are
 tested against kafka-python (tests/harness/test_cluster_kafka.py).
@@ -25,6 +27,7 @@ from nodes.kafka import protocol as kp
 from nodes.kafka.errors import ErrorCode
 from nodes.kafka.records import build_batch, encode_batch, iter_batches
 from nodes.runtime.client import BackoffError, ClientConfig, ClientConnection, ConnectError, NetworkError
+from workloads import queue as q
 from workloads.protocol import Failure, Reply, Request
 from workloads.queue import (
     CreateTopic,
@@ -46,6 +49,14 @@ METADATA_VERSION = 9
 CREATE_TOPICS_VERSION = 4
 INIT_PRODUCER_ID_VERSION = 1
 FETCH_MAX_BYTES = 1 << 20
+# the group coordinator's APIs (--sub-via subscribe)
+FIND_COORDINATOR_VERSION = 3
+JOIN_GROUP_VERSION = 5
+SYNC_GROUP_VERSION = 3
+HEARTBEAT_VERSION = 3
+LEAVE_GROUP_VERSION = 3
+OFFSET_FETCH_VERSION = 6
+OFFSET_COMMIT_VERSION = 7
 
 
 def error_name(code: int) -> str:
@@ -91,6 +102,8 @@ class KafkaWire:
                 return Reply(await self._create(request.node, body, request.timeout_s))
             if isinstance(body, InitProducerId):
                 return Reply(await self._init_producer_id(request.node, request.timeout_s))
+            if isinstance(body, q.GROUP_REQUESTS):
+                return Reply(await self._group(request.node, body, request.timeout_s))
         except (ConnectError, BackoffError) as e:
             return Failure(f"connect: {e}", sent=False)
         except TimeoutError:
@@ -199,6 +212,72 @@ class KafkaWire:
         data = await self._send(node, kp.ApiKey.INIT_PRODUCER_ID, INIT_PRODUCER_ID_VERSION, request, timeout)
         r = kp.InitProducerIdResponse.decode(data, INIT_PRODUCER_ID_VERSION)
         return ProducerId(r.error_code, error_name(r.error_code), r.producer_id, r.producer_epoch)
+
+    async def _group(self, node: str, body: Any, timeout: float) -> Any:
+        """One group coordinator request (FindCoordinator, JoinGroup, …) and its reply body."""
+        if isinstance(body, q.FindCoordinator):
+            v = FIND_COORDINATOR_VERSION
+            r = await self._call(node, kp.FindCoordinatorRequest(key=body.group, key_type=0), v, timeout)
+            return q.CoordinatorFound(
+                r.error_code, error_name(r.error_code), f"n{r.node_id}" if r.node_id >= 0 else None
+            )
+        if isinstance(body, q.JoinGroup):
+            request = kp.JoinGroupRequest(
+                group_id=body.group,
+                session_timeout_ms=body.session_timeout_ms,
+                rebalance_timeout_ms=body.rebalance_timeout_ms,
+                member_id=body.member_id,
+                protocol_type="consumer",
+                protocols=[kp.JoinGroupRequestProtocol("range", body.subscription)],
+            )
+            r = await self._call(node, request, JOIN_GROUP_VERSION, timeout)
+            members = tuple((m.member_id, bytes(m.metadata)) for m in r.members)
+            return q.GroupJoined(
+                r.error_code, error_name(r.error_code), r.generation_id, r.leader, r.member_id, members
+            )
+        if isinstance(body, q.SyncGroup):
+            request = kp.SyncGroupRequest(
+                group_id=body.group,
+                generation_id=body.generation,
+                member_id=body.member_id,
+                assignments=[kp.SyncGroupRequestAssignment(m, a) for m, a in body.assignments],
+            )
+            r = await self._call(node, request, SYNC_GROUP_VERSION, timeout)
+            return q.GroupSynced(r.error_code, error_name(r.error_code), bytes(r.assignment))
+        if isinstance(body, q.Heartbeat):
+            request = kp.HeartbeatRequest(group_id=body.group, generation_id=body.generation, member_id=body.member_id)
+            r = await self._call(node, request, HEARTBEAT_VERSION, timeout)
+            return q.GroupAnswer(r.error_code, error_name(r.error_code))
+        if isinstance(body, q.LeaveGroup):
+            request = kp.LeaveGroupRequest(group_id=body.group, members=[kp.MemberIdentity(body.member_id)])
+            r = await self._call(node, request, LEAVE_GROUP_VERSION, timeout)
+            code = r.error_code or next((m.error_code for m in r.members if m.error_code), 0)
+            return q.GroupAnswer(code, error_name(code))
+        if isinstance(body, q.FetchOffsets):
+            topics = [kp.OffsetFetchRequestTopic(body.topic, list(body.partitions))]
+            r = await self._call(
+                node, kp.OffsetFetchRequest(group_id=body.group, topics=topics), OFFSET_FETCH_VERSION, timeout
+            )
+            parts = [p for t in r.topics for p in t.partitions if t.name == body.topic]
+            code = r.error_code or next((p.error_code for p in parts if p.error_code), 0)
+            return q.OffsetsFetched(
+                code, error_name(code), tuple((p.partition_index, p.committed_offset) for p in parts)
+            )
+        assert isinstance(body, q.CommitOffsets)
+        partitions = [kp.OffsetCommitRequestPartition(p, o) for p, o in body.offsets]
+        request = kp.OffsetCommitRequest(
+            group_id=body.group,
+            generation_id_or_member_epoch=body.generation,
+            member_id=body.member_id,
+            topics=[kp.OffsetCommitRequestTopic(body.topic, partitions)],
+        )
+        r = await self._call(node, request, OFFSET_COMMIT_VERSION, timeout)
+        code = next((p.error_code for t in r.topics for p in t.partitions if p.error_code), 0)
+        return q.OffsetsCommitted(code, error_name(code))
+
+    async def _call(self, node: str, request: Any, version: int, timeout: float) -> Any:
+        data = await self._send(node, request.API_KEY, version, request, timeout)
+        return kp.response_type(request.API_KEY).decode(data, version)
 
     async def close(self) -> None:
         for conn in self._conns.values():

@@ -4,7 +4,8 @@
 client's own link, never partitioned from the harness, as on real clusters) and calls `deliver`
 once: with the `Reply` when the node's answer arrives, or `Failure` when the request times out or
 the node closes it. A register `KvRequest` goes to the node's `client_request`; a queue body
-(`workloads.queue`: Metadata, Produce, Fetch, CreateTopic, InitProducerId) to its broker `client_call` as the broker
+(`workloads.queue`: Metadata, Produce, Fetch, CreateTopic, InitProducerId, and the group bodies of
+`--sub-via subscribe`, which go to `group_call`) to its broker `client_call` as the broker
 message it stands for. An acks=0 produce is answered `Reply(None)` once sent, as no answer comes.
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 
 from harness.sim.engine import MS
 from nodes import broker as bm
+from nodes.broker import group_messages as gm
 from nodes.broker.batch import NewBatch
 from nodes.broker.messages import InitProducerIdRequest
 from nodes.broker.producer_state import ProducerBatch
@@ -85,6 +87,8 @@ class SimTransport:
 
 def broker_call(body: Any) -> tuple[str, Any]:
     """The broker client call (method, request) a queue body is."""
+    if isinstance(body, queue.GROUP_REQUESTS):
+        return "group_call", _group_request(body)
     if isinstance(body, queue.Metadata):
         return "metadata", bm.MetadataRequest((body.topic,))
     if isinstance(body, queue.Produce):
@@ -106,8 +110,59 @@ def broker_call(body: Any) -> tuple[str, Any]:
     raise TypeError(f"not a queue request body: {body!r}")
 
 
+def _group_request(body: Any) -> Any:
+    if isinstance(body, queue.FindCoordinator):
+        return gm.FindCoordinatorRequest((body.group,))
+    if isinstance(body, queue.JoinGroup):
+        return gm.JoinGroupRequest(
+            body.group,
+            body.member_id,
+            body.session_timeout_ms,
+            body.rebalance_timeout_ms,
+            "consumer",
+            (("range", body.subscription),),
+            require_known_member=True,
+            client_id="kraftwerk-queue",
+        )
+    if isinstance(body, queue.SyncGroup):
+        return gm.SyncGroupRequest(body.group, body.generation, body.member_id, body.assignments)
+    if isinstance(body, queue.Heartbeat):
+        return gm.HeartbeatRequest(body.group, body.generation, body.member_id)
+    if isinstance(body, queue.LeaveGroup):
+        return gm.LeaveGroupRequest(body.group, (body.member_id,))
+    if isinstance(body, queue.FetchOffsets):
+        return gm.OffsetFetchRequest(body.group, tuple(bm.TopicPartition(body.topic, p) for p in body.partitions))
+    offsets = tuple(gm.CommitOffset(bm.TopicPartition(body.topic, p), o) for p, o in body.offsets)
+    return gm.OffsetCommitRequest(body.group, body.generation, body.member_id, offsets)
+
+
+def _name(error: bm.BrokerError) -> str:
+    return error.name.lower()
+
+
+def group_answer(body: Any, r: Any) -> Any:
+    """The queue reply body for the group coordinator's answer `r` to `body`."""
+    if isinstance(body, queue.FindCoordinator):
+        c = r.coordinators[0]
+        return queue.CoordinatorFound(int(c.error), _name(c.error), f"n{c.node_id}" if c.node_id >= 0 else None)
+    if isinstance(body, queue.JoinGroup):
+        return queue.GroupJoined(int(r.error), _name(r.error), r.generation, r.leader, r.member_id, r.members)
+    if isinstance(body, queue.SyncGroup):
+        return queue.GroupSynced(int(r.error), _name(r.error), r.assignment)
+    if isinstance(body, queue.Heartbeat | queue.LeaveGroup):
+        return queue.GroupAnswer(int(r.error), _name(r.error))
+    if isinstance(body, queue.FetchOffsets):
+        return queue.OffsetsFetched(
+            int(r.error), _name(r.error), tuple((o.partition.partition, o.offset) for o in r.offsets)
+        )
+    error = next((e for _, e in r.errors if e != bm.BrokerError.NONE), bm.BrokerError.NONE)
+    return queue.OffsetsCommitted(int(error), _name(error))
+
+
 def broker_answer(body: Any, response: Any) -> Any:
     """The queue reply body for the broker's `response` to `body`."""
+    if isinstance(body, queue.GROUP_REQUESTS):
+        return group_answer(body, response)
     if isinstance(body, queue.Metadata):
         for topic in response.topics:
             if topic.name == body.topic and topic.error == bm.BrokerError.NONE:

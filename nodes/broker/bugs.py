@@ -10,6 +10,8 @@
 * ``dedup-window-1``: a partition leader remembers only each idempotent producer's last batch,
   and takes an older batch it does not recognise for one whose state is gone (accepted at any
   sequence), so a batch retried after a newer one was appended is appended twice.
+* ``commit-stale-generation``: the group coordinator accepts an offset commit from a fenced
+  generation or an unknown member (``group_coordinator.py``).
 * ``lazy-flush`` (shared with the raft core): partition-log writes count as replicated and are
   acknowledged before they are flushed; flushes run only every ``lazy_flush_interval_ms``.
 """

@@ -35,6 +35,9 @@ class ProducePartition:
     current_leader_epoch: int | None = None
 
 
+COORDINATOR_ORIGIN = "coordinator"
+
+
 @dataclass(frozen=True, slots=True)
 class ProduceRequest:
     """``acks`` -1 (all in-sync replicas), 0 (no answer) or 1 (leader only)."""
@@ -42,6 +45,7 @@ class ProduceRequest:
     acks: int
     timeout_ms: int
     partitions: tuple[ProducePartition, ...]
+    origin: str = "client"  # "coordinator" (COORDINATOR_ORIGIN) may write internal topics
 
 
 @dataclass(frozen=True, slots=True)

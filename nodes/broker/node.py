@@ -46,12 +46,14 @@ from ..raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from . import group_messages as gm
 from .batch import Batch
 from .config import BrokerConfig
 from .controller import Controller
 from .effects import ClientResponse, CloseClientConnection
 from .errors import BrokerError
 from .events import partition_leader_event
+from .group_coordinator import GroupCoordinator
 from .image import ImageChange, MetadataImage, PartitionChange
 from .kv_layer import ControllerAppend, RegisterService
 from .lifecycle import BrokerLifecycle
@@ -99,6 +101,15 @@ RAFT_MESSAGES = (
 _SETTLE_ROUNDS = 64
 
 
+class _InternalCall:
+    """The request id of a call the node makes to itself: its answer goes to ``done``."""
+
+    __slots__ = ("done",)
+
+    def __init__(self, done: Callable[[Any], None]) -> None:
+        self.done = done
+
+
 class _Stop(Exception):
     """Raised after a Fatal effect to abandon the rest of the step."""
 
@@ -135,6 +146,7 @@ class BrokerNode:
         self.replicas = ReplicaManager(self, self.broker_config, self.bugs, raft_config.lazy_flush_interval_ms)
         self.lifecycle = BrokerLifecycle(self, self.broker_config, self.incarnation, endpoint)
         self.producer_ids = ProducerIdManager(self, self.broker_config)
+        self.groups = GroupCoordinator(self, self.bugs, self._create_internal_topic)
         self._now = 0
         self._mono = 0  # the driver's monotonic clock at this input (leader leases), `now` when not given
         self._out: list[Any] = []
@@ -154,6 +166,9 @@ class BrokerNode:
         return self._now
 
     def emit(self, effect: Any) -> None:
+        if isinstance(effect, ClientResponse) and isinstance(effect.request_id, _InternalCall):
+            effect.request_id.done(effect.response)  # an answer to the node itself (the coordinator's topic)
+            return
         self._out.append(effect)
 
     def send(self, dst: int, message: Any, reply_ctx: Any = None) -> None:
@@ -236,6 +251,7 @@ class BrokerNode:
             self.controller.next_deadline(),
             self.lifecycle.next_deadline(),
             self.producer_ids.next_deadline(),
+            self.groups.next_deadline(),
             *(deadline for _, _, deadline in self._forwarded.values()),
         ]
         present = [t for t in times if t is not None]
@@ -317,6 +333,50 @@ class BrokerNode:
 
         return self._run(now, run, mono=mono)
 
+    def group_call(self, now: int, request_id: Any, request: Any, *, mono: int | None = None) -> list[Any]:
+        """A group coordinator call (``group_messages``: FindCoordinator, JoinGroup, SyncGroup,
+        Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups);
+        ClientResponse(request_id, the matching response) follows, maybe later."""
+
+        def run() -> None:
+            respond = lambda r: self.emit(ClientResponse(request_id, r))  # noqa: E731
+            g = self.groups
+            if isinstance(request, gm.FindCoordinatorRequest):
+                respond(g.find_coordinator(request))
+            elif isinstance(request, gm.JoinGroupRequest):
+                g.join_group(request, respond)
+            elif isinstance(request, gm.SyncGroupRequest):
+                g.sync_group(request, respond)
+            elif isinstance(request, gm.HeartbeatRequest):
+                respond(g.heartbeat(request))
+            elif isinstance(request, gm.LeaveGroupRequest):
+                respond(g.leave_group(request))
+            elif isinstance(request, gm.OffsetCommitRequest):
+                g.commit_offsets(request, respond)
+            elif isinstance(request, gm.OffsetFetchRequest):
+                respond(g.fetch_offsets(request))
+            elif isinstance(request, gm.ListGroupsRequest):
+                respond(g.list_groups(request))
+            elif isinstance(request, gm.DescribeGroupsRequest):
+                respond(g.describe_groups(request))
+            elif isinstance(request, tuple):  # OffsetFetch naming several groups
+                respond(tuple(g.fetch_offsets(r) for r in request))
+            else:
+                raise TypeError(f"not a group coordinator request: {type(request).__name__}")
+
+        return self._run(now, run, mono=mono)
+
+    def _create_internal_topic(self, request: CreateTopicsRequest, done: Callable[[Any], None]) -> None:
+        """CreateTopics on behalf of the node itself (routed as :meth:`create_topics`)."""
+        request_id = _InternalCall(done)
+        controller = self.controller_id()
+        if self.controller.active or controller is None or controller == self.node_id:
+            self.controller.on_create_topics(request, lambda r: self.emit(ClientResponse(request_id, r)))
+            return
+        correlation = self.next_correlation()
+        self._forwarded[correlation] = (request_id, request, self._now + max(0, request.timeout_ms) * MS)
+        self.send(controller, replace(request, correlation=correlation))
+
     # ------------------------------------------------------------------ views
 
     @property
@@ -384,6 +444,7 @@ class BrokerNode:
             self.lifecycle.poll(now)
             self.producer_ids.poll(now)
             self.replicas.poll(now)
+            self.groups.poll()
             self.replicas.settle()
             self._expire_forwarded(now)
             if not self._loopback and not self._image_dirty:

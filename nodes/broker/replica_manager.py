@@ -17,10 +17,12 @@ from .delayed import DelayedFetch, DelayedProduce, ProduceStatus
 from .effects import AppendPartitionLog, FlushPartition, TruncatePartitionLog
 from .errors import BrokerError
 from .fetcher import ReplicaFetcher
+from .group_messages import INTERNAL_TOPICS
 from .host import BrokerHost
 from .image import PartitionState
 from .log import PartitionLog
 from .messages import (
+    COORDINATOR_ORIGIN,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     AlterPartitionRequest,
@@ -243,6 +245,8 @@ class ReplicaManager:
             if pp.partition in statuses:
                 continue
             error = self._produce_precheck(pp, acks)
+            if pp.partition.topic in INTERNAL_TOPICS and request.origin != COORDINATOR_ORIGIN:
+                error = BrokerError.INVALID_TOPIC_EXCEPTION  # clients may not write internal topics
             if error is not BrokerError.NONE:
                 statuses[pp.partition] = ProduceStatus(-1, -1, error, done=True)
                 continue

@@ -29,9 +29,10 @@ RAFT_BUGS = frozenset(
 )
 KV_BUGS = frozenset({STALE_READ})
 BROKER_BUGS = frozenset({"hw-from-leader", "no-truncate", "stale-leader-produce", "dedup-window-1"})
+GROUP_BUGS = frozenset({"commit-stale-generation"})  # the group coordinator's (nodes/broker/group_coordinator.py)
 SKIP_CRC = "skip-crc"
 STORAGE_BUGS = frozenset({SKIP_CRC})
-ALL_BUGS = RAFT_BUGS | KV_BUGS | BROKER_BUGS | STORAGE_BUGS
+ALL_BUGS = RAFT_BUGS | KV_BUGS | BROKER_BUGS | GROUP_BUGS | STORAGE_BUGS
 
 
 def validate_bugs(bugs: Iterable[str]) -> frozenset[str]:

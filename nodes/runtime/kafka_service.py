@@ -12,7 +12,8 @@
   request id; the core's ``ClientResponse``
   resolves the request's future (maybe later: a parked fetch or an acks=all produce), which the
   server writes back in request order. acks=0 produce answers nothing; a
-  ``CloseClientConnection`` (an acks=0 produce that failed) closes that connection.
+  ``CloseClientConnection`` (an acks=0 produce that failed) closes that connection;
+* the group coordinator's APIs (``groupapi.py``) go to ``BrokerNode.group_call``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from typing import TYPE_CHECKING, Any
 from ..kafka import protocol as kp
 from ..kafka.versions import ApiKey, is_supported
 from ..runtime.primitives import DecodeError
+from . import groupapi
 from . import kafkaapi as ka
+from .groupapi import GROUP_API_KEYS
 from .server import CloseConnection, Request
 
 if TYPE_CHECKING:
@@ -58,6 +61,7 @@ class KafkaService:
                 "create_topics",
                 "init_producer_id",
                 "offset_for_leader_epoch",
+                "group_call",
             ),
             0,
         )
@@ -103,6 +107,8 @@ class KafkaService:
             )
         if key == ApiKey.CREATE_TOPICS:
             return self._create_topics(message, version)
+        if key in GROUP_API_KEYS:
+            return self._group_call(request, message, version)
         if key == ApiKey.INIT_PRODUCER_ID:
             return self._submit(
                 "init_producer_id",
@@ -147,6 +153,16 @@ class KafkaService:
         if not plan.needs_core:
             return ka.produce_response(message, plan, None).encode(version)
         return self._submit("produce", plan.request, lambda r: ka.produce_response(message, plan, r).encode(version))
+
+    def _group_call(self, request: Request, message: Any, version: int) -> bytes | asyncio.Future[bytes]:
+        host = request.peer[0] if isinstance(request.peer, tuple) and request.peer else ""
+        key = request.api_key
+        core_request = groupapi.core_request(key, message, version, request.client_id, f"/{host}")
+        return self._submit(
+            "group_call",
+            core_request,
+            lambda r: groupapi.kafka_response(key, message, version, r).encode(version),
+        )
 
     def _create_topics(self, message: kp.CreateTopicsRequest, version: int) -> bytes | asyncio.Future[bytes]:
         core_request, refused = ka.create_topics_request(message)

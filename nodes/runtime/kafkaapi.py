@@ -46,6 +46,7 @@ from nodes.runtime.primitives import NULL_UUID
 from ..broker import messages as bm
 from ..broker.batch import Batch, NewBatch
 from ..broker.errors import BrokerError
+from ..broker.group_messages import INTERNAL_TOPICS
 from ..broker.topic_partition import TopicPartition
 from ..kafka import protocol as kp
 from ..kafka.errors import ErrorCode
@@ -290,7 +291,7 @@ def metadata_response(resp: bm.MetadataResponse) -> kp.MetadataResponse:
             error_code=int(t.error),
             name=t.name,
             topic_id=_uuid(t.topic_id),
-            is_internal=False,
+            is_internal=t.name in INTERNAL_TOPICS,
             partitions=[
                 kp.MetadataResponsePartition(
                     int(p.error),

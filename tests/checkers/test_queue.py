@@ -367,7 +367,7 @@ def test_allow_policy() -> None:
     r = h.check()
     assert r["anomaly-types"] == ["lost-write", "poll-skip"] and r["valid"] is False
     r = h.check(allow=["lost-write"])
-    assert r["bad-anomaly-types"] == ["poll-skip"] and r["valid"] is False
+    assert "poll-skip" in r["bad-anomaly-types"] and r["valid"] is False and "allowed-by-subscribe" not in r
     r = h.check(allow=("lost-write", "poll-skip"))
     assert r["valid"] is True and r["anomaly-types"] == ["lost-write", "poll-skip"]
     assert r["bad-anomaly-types"] == []
@@ -378,6 +378,8 @@ def test_allow_unknown_name_is_an_error() -> None:
     with pytest.raises(InputError, match="unknown anomaly"):
         H().check(allow=["G0"])
     assert set(ANOMALY_TYPES) == {
+        "commit-regression",
+        "stale-generation-commit",
         "lost-write",
         "duplicate",
         "inconsistent-offsets",
@@ -689,3 +691,79 @@ def test_large_history_is_valid() -> None:
     r = check_queue(history)
     assert r["valid"] is True, r["anomaly-types"]
     assert r["stats"]["ops"] == len(history)
+
+
+# -- subscribe: Jepsen's allowed set, and committed offsets ---------------------------------------
+
+
+def test_subscribe_allows_poll_skip_and_nonmonotonic_poll_between_polls() -> None:
+    h = _three().send(0, "d", 3).assign(1, [K], f="subscribe")
+    h.mpoll(1, {K: [[0, "a"], [1, "b"]]}).mpoll(1, {K: [[0, "a"]]}).mpoll(1, {K: [[3, "d"]]})
+    h.poll(2, [[2, "c"]])
+    r = h.check()
+    assert set(r["anomaly-types"]) == {"nonmonotonic-poll", "poll-skip"}
+    assert r["bad-anomaly-types"] == [] and r["valid"] is True
+    assert r["allowed-by-subscribe"] == ["nonmonotonic-poll", "poll-skip"]
+    # the same history without the subscribe is invalid
+    assign_only = _three().send(0, "d", 3).assign(1, [K])
+    assign_only.mpoll(1, {K: [[0, "a"], [1, "b"]]}).mpoll(1, {K: [[0, "a"]]}).mpoll(1, {K: [[3, "d"]]})
+    assign_only.poll(2, [[2, "c"]])
+    assert assign_only.check()["valid"] is False
+
+
+def test_subscribe_does_not_allow_anomalies_within_one_poll() -> None:
+    r = _three().assign(1, [K], f="subscribe").mpoll(1, {K: [[0, "a"], [2, "c"]]}).check()
+    assert "poll-skip" in r["bad-anomaly-types"] and r["valid"] is False and "allowed-by-subscribe" not in r
+
+
+def commit(h: H, p: int, offsets: dict[str, int], type: str = "ok") -> H:
+    h.raw(p, "invoke", "commit", None)
+    return h.raw(p, type, "commit", offsets if type == "ok" else None)
+
+
+def test_commit_regression() -> None:
+    h = _three().poll(1, [[0, "a"], [1, "b"], [2, "c"]])
+    commit(h, 1, {K: 3})
+    commit(h, 2, {K: 1, K2: 0})
+    r = h.check()
+    assert r["bad-anomaly-types"] == ["commit-regression"]
+    [ex] = examples(r, "commit-regression")
+    assert ex["offset"] == 1 and ex["prev-offset"] == 3 and ex["process"] == 2 and ex["prev-process"] == 1
+
+
+def test_commit_regression_near_misses() -> None:
+    h = _three().poll(1, [[0, "a"], [1, "b"], [2, "c"]])
+    commit(h, 1, {K: 3})
+    commit(h, 2, {K: 1}, type="fail")  # refused: nothing committed
+    commit(h, 2, {K2: 1})  # another key
+    commit(h, 2, {K: 3})  # the same offset again
+    # overlapping commits are not ordered: 3 invoked while 5 was in flight
+    h.raw(3, "invoke", "commit", None).raw(4, "invoke", "commit", None)
+    h.raw(4, "ok", "commit", {K: 5}).raw(3, "ok", "commit", {K: 4})
+    assert h.check()["valid"] is True
+
+
+def test_commit_value_must_be_a_map_of_offsets() -> None:
+    with pytest.raises(InputError, match="commit ok value must be a map"):
+        commit(H(), 1, [1]).check()  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="offset must be an integer"):
+        commit(H(), 1, {K: "x"}).check()  # type: ignore[dict-item]
+
+
+def test_stale_generation_commit() -> None:
+    h = _three()
+    commit(h, 1, {"generation": 3, "offsets": {K: 1}})  # type: ignore[dict-item]
+    commit(h, 2, {"generation": 2, "offsets": {K: 2}})  # type: ignore[dict-item]
+    r = h.check()
+    assert "stale-generation-commit" in r["bad-anomaly-types"] and "commit-regression" not in r["anomaly-types"]
+    [ex] = examples(r, "stale-generation-commit")
+    assert ex["generation"] == 2 and ex["later-generation"] == 3 and ex["process"] == 2
+    # overlapping commits, the same generation, or a later one: fine
+    ok = _three()
+    commit(ok, 1, {"generation": 3, "offsets": {K: 1}})  # type: ignore[dict-item]
+    commit(ok, 2, {"generation": 3, "offsets": {}})  # type: ignore[dict-item]
+    ok.raw(3, "invoke", "commit", None).raw(4, "invoke", "commit", None)
+    ok.raw(4, "ok", "commit", {"generation": 5, "offsets": {}}).raw(3, "ok", "commit", {"generation": 4, "offsets": {}})
+    assert "stale-generation-commit" not in ok.check()["anomaly-types"]
+    with pytest.raises(InputError, match="generation must be an integer"):
+        commit(H(), 1, {"generation": "x", "offsets": {}}).check()  # type: ignore[dict-item]

@@ -13,15 +13,20 @@ from typing import Any
 
 with warnings.catch_warnings():  # kafka-python loads its schemas with deprecated importlib APIs
     warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol import admin as _kp_admin
     from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
     from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+    from kafka.protocol.consumer import group as _kp_group
     from kafka.protocol.consumer.offsets import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
     from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+    from kafka.protocol.metadata import find_coordinator as _kp_find
     from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
 
 from nodes.kafka.protocol import Message
 from nodes.kafka.protocol import schema as S
 from nodes.runtime.primitives import NULL_UUID
+
+_GROUP_APIS = ("JoinGroup", "SyncGroup", "LeaveGroup", "Heartbeat", "OffsetFetch", "OffsetCommit")
 
 KP_CLASSES: dict[tuple[int, bool], Any] = {
     (cls.API_KEY, cls.type == "request"): cls
@@ -42,6 +47,11 @@ KP_CLASSES: dict[tuple[int, bool], Any] = {
         InitProducerIdResponse,
         OffsetForLeaderEpochRequest,
         OffsetForLeaderEpochResponse,
+        # the group coordinator's APIs
+        _kp_find.FindCoordinatorRequest,
+        _kp_find.FindCoordinatorResponse,
+        *(getattr(_kp_group, f"{api}{kind}") for api in _GROUP_APIS for kind in ("Request", "Response")),
+        *(getattr(_kp_admin, f"{api}Groups{kind}") for api in ("List", "Describe") for kind in ("Request", "Response")),
     )
 }
 
@@ -49,7 +59,7 @@ _RENAMED = {
     "topic_authorized_operations": "authorized_operations",
     "cluster_authorized_operations": "authorized_operations",
 }
-_BITFIELDS = {"topic_authorized_operations", "cluster_authorized_operations"}
+_BITFIELDS = {"topic_authorized_operations", "cluster_authorized_operations", "authorized_operations"}
 
 
 def kp_class(msg_cls: type[Message]) -> Any:

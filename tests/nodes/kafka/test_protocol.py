@@ -80,7 +80,8 @@ def test_header_versions(api_key: int, version: int, expected: tuple[int, int]) 
 
 def test_is_supported() -> None:
     assert is_supported(ApiKey.FETCH, 12) and not is_supported(ApiKey.FETCH, 13) and not is_supported(ApiKey.FETCH, 3)
-    assert not is_supported(ApiKey.JOIN_GROUP, 0)
+    assert is_supported(ApiKey.JOIN_GROUP, 0) and not is_supported(ApiKey.JOIN_GROUP, 8)
+    assert not is_supported(ApiKey.DESCRIBE_ACLS, 0)
 
 
 # --- errors ---------------------------------------------------------------------------------------
@@ -148,7 +149,7 @@ def test_response_frame_round_trip() -> None:
 
 
 def test_unserved_api_and_unsupported_version_are_reported_with_the_header() -> None:
-    frame = framing.encode_request(ApiKey.JOIN_GROUP, 5, 11, b"\x00\x01", client_id="x")
+    frame = framing.encode_request(ApiKey.DESCRIBE_ACLS, 1, 11, b"\x00\x01", client_id="x")
     with pytest.raises(P.UnsupportedVersionError) as e:
         P.decode_request_frame(frame[4:])
     assert e.value.header.correlation_id == 11 and e.value.error_code == ErrorCode.UNSUPPORTED_VERSION
