@@ -21,7 +21,20 @@ from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL
 from harness.commands.parser import Parser, UsageError
 
 # verb → its module (harness.commands.<verb>), in the order `kraftwerk --help` lists them
-COMMANDS = ("check", "test", "replay", "shrink", "explore", "suite", "analyze", "serve", "image", "report", "cluster")
+COMMANDS = (
+    "check",
+    "test",
+    "replay",
+    "shrink",
+    "explore",
+    "suite",
+    "analyze",
+    "serve",
+    "image",
+    "report",
+    "cluster",
+    "spark",
+)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -245,3 +245,14 @@ def prune(keep: str | None = None) -> list[str]:
                     client.images.remove(t)
                     removed.append(t)
     return removed
+
+
+def ensure_base(base_mode: str = "auto", log: Log | None = None) -> str:
+    """Build the base image (Debian with the system packages, no kraftwerk code) unless it exists; its tag."""
+    say: Log = log or (lambda s: None)
+    client = _client()
+    with _build_lock():
+        btag = base_tag()
+        if not _exists(client, btag):
+            _build_base(client, btag, base_mode, say)
+        return btag

@@ -25,12 +25,17 @@ def new_run(store: str | os.PathLike[str], test_name: str, now: dt.datetime | No
     now = now or dt.datetime.now()
     stamp = now.strftime("%Y%m%dT%H%M%S.") + f"{now.microsecond // 1000:03d}"
     base = Path(store) / test_name
+    base.mkdir(parents=True, exist_ok=True)
     run = base / stamp
     n = 1
-    while run.exists():  # two runs in one millisecond
-        run = base / f"{stamp}-{n}"
-        n += 1
-    (run / "logs").mkdir(parents=True)
+    while True:  # two runs in one millisecond (other processes and hosts may be making runs too)
+        try:
+            run.mkdir()
+            break
+        except FileExistsError:
+            run = base / f"{stamp}-{n}"
+            n += 1
+    (run / "logs").mkdir()
     (run / "nodes").mkdir()
     _link(base / "latest", run)
     _link(Path(store) / "latest", run)

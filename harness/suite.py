@@ -49,7 +49,7 @@ import tomllib
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +87,7 @@ class Planned:
     expect: str = "valid"
     skip: str | None = None
     timeout: float = DEFAULT_TIMEOUT
+    spec: TestSpec | None = field(default=None, compare=False, repr=False)  # with this run's seed and name
 
     @property
     def reproduce(self) -> str:
@@ -312,6 +313,7 @@ def load_suite(path: str | os.PathLike[str]) -> Suite:
                         expect=expect,
                         skip=skip,
                         timeout=float(run_timeout),
+                        spec=replace(spec, seed=seed, name=test_name),
                     )
                 )
     description = head.get("description", "")
@@ -415,11 +417,13 @@ def _judge(outcome: Outcome) -> None:
 
 
 class Runner:
-    """Runs planned tests as `kraftwerk test` subprocesses, at most `parallel` at once."""
+    """Runs planned tests as `kraftwerk test` subprocesses, at most `parallel` at once; with a Spark
+    `master`, the simulated runs go to that cluster as one fleet (`harness.fleet`) instead."""
 
-    def __init__(self, runs: Sequence[Planned], store: str, parallel: int) -> None:
+    def __init__(self, runs: Sequence[Planned], store: str, parallel: int, master: str | None = None) -> None:
         self.outcomes = [Outcome(p, reproduce=p.reproduce) for p in runs]
         self.store = store
+        self.master = master
         self.parallel = max(1, parallel)
         self.lock = threading.Lock()
         self._name_locks: dict[str, threading.Lock] = {}
@@ -499,11 +503,51 @@ class Runner:
 
     def run(self) -> None:
         try:
+            fleet = [
+                o
+                for o in self.outcomes
+                if self.master and o.planned.skip is None and o.planned.spec and o.planned.spec.backend == "sim"
+            ]
+            in_fleet = {id(o) for o in fleet}
             with ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="suite") as pool:
+                if fleet:
+                    pool.submit(self._run_fleet, fleet)
                 for outcome in self.outcomes:
-                    pool.submit(self._run_one, outcome)
+                    if id(outcome) not in in_fleet:
+                        pool.submit(self._run_one, outcome)
         finally:
             self.done.set()
+
+    def _run_fleet(self, outcomes: list[Outcome]) -> None:
+        """The simulated runs as Spark tasks on `master`; their outcomes as the rows come in."""
+        from harness.fleet import RunRow, run_fleet
+
+        started = time.monotonic()
+        for o in outcomes:
+            o.status, o.started = "running", started
+
+        def settle(row: RunRow) -> None:
+            o = outcomes[row.index]
+            if o.finished:
+                return
+            o.run_dir, o.seconds = row.run_dir, row.wall_seconds
+            o.exit = {True: EXIT_VALID, False: EXIT_INVALID}.get(row.valid, EXIT_UNKNOWN)  # type: ignore[call-overload]
+            o.output = f"simulated on {row.host} in {row.wall_seconds:.1f} s"
+            _judge(o)
+
+        def progress(rows: list[RunRow]) -> None:
+            for row in rows:
+                settle(row)
+
+        try:
+            assert self.master is not None
+            specs = [o.planned.spec for o in outcomes if o.planned.spec is not None]
+            for row in run_fleet(specs, self.store, master=self.master, keep="all", progress=progress):
+                settle(row)
+        except Exception as e:  # noqa: BLE001 - the cluster failed: every run not settled crashed
+            for o in outcomes:
+                if not o.finished:
+                    o.status, o.message = "crashed", f"the Spark fleet failed: {e}"
 
     def interrupt(self) -> None:
         """Stop: no new runs; kill the running ones (by their process group)."""

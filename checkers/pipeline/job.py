@@ -102,6 +102,39 @@ def _quiet_log4j() -> str:
     return str(path)
 
 
+def driver_address(master: str) -> str:
+    """The address the executors reach this driver at: 127.0.0.1 for local masters; for
+    spark://HOST:PORT, the local address of the route to HOST (SPARK_LOCAL_IP overrides)."""
+    if not master.startswith("spark://"):
+        return "127.0.0.1"
+    if os.environ.get("SPARK_LOCAL_IP"):
+        return os.environ["SPARK_LOCAL_IP"]
+    import socket
+
+    host, _, port = master[len("spark://") :].split(",")[0].rpartition(":")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((host, int(port or 7077)))  # no packet is sent: this only picks the route
+        return str(probe.getsockname()[0])
+
+
+PACKAGES = ("checkers", "harness", "nodes", "workloads")
+
+
+def ship_packages(spark: Any, directory: str | os.PathLike[str] | None = None) -> Path:
+    """Zip kraftwerk's packages (sources only) and add them to the executors' Python path (addPyFile)."""
+    import zipfile
+
+    root = Path(__file__).resolve().parents[2]
+    folder = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="kraftwerk-ship-"))
+    path = folder / "kraftwerk-packages.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for package in PACKAGES:
+            for file in sorted((root / package).rglob("*.py")):
+                zf.write(file, file.relative_to(root).as_posix())
+    spark.sparkContext.addPyFile(str(path))
+    return path
+
+
 def spark_session(
     master: str = "local[*]",
     app: str = "kraftwerk-analyze",
@@ -109,12 +142,21 @@ def spark_session(
     conf: dict[str, str] | None = None,
     jvm_log: str | os.PathLike[str] | None = None,
 ) -> Any:
-    """A quiet Spark session on loopback: UI off, few shuffle partitions, executors on this Python.
+    """A quiet Spark session: UI off, few shuffle partitions.
 
+    Local masters run on loopback with executors on this Python. A `spark://HOST:PORT` master gets
+    this driver's address on the route to HOST (nothing pins it to loopback), kraftwerk's packages
+    shipped to its executors, and executors started with PYSPARK_PYTHON (default: this Python's
+    path, which must exist on the workers with kraftwerk's dependencies).
     With `jvm_log`, the JVM's own console output (start-up notices, errors) goes to that file.
     """
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    remote = master.startswith("spark://")
+    if not remote:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # on a cluster: PYSPARK_PYTHON, else this interpreter by its real venv path (hosts mount the venv there)
+    here = str(Path(sys.prefix).resolve() / "bin" / Path(sys.executable).name)
+    python = os.environ.get("PYSPARK_PYTHON", here) if remote else sys.executable
+    os.environ["PYSPARK_PYTHON"] = python
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     import warnings
 
@@ -123,6 +165,7 @@ def spark_session(
 
     cores = os.cpu_count() or 2
     parts = shuffle_partitions or max(2, min(8, 2 * cores))
+    driver = driver_address(master)
     java_opts = f"-Dlog4j2.configurationFile=file:{_quiet_log4j()} -XX:+UseParallelGC"
     builder = (
         SparkSession.builder.master(master)
@@ -130,15 +173,13 @@ def spark_session(
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(parts))
-        .config("spark.default.parallelism", str(parts))
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", driver)
+        .config("spark.driver.host", driver)
         .config("spark.driver.extraJavaOptions", java_opts)
-        .config("spark.executor.extraJavaOptions", java_opts)
-        .config("spark.pyspark.python", sys.executable)
+        .config("spark.pyspark.python", python)
         .config("spark.pyspark.driver.python", sys.executable)
-        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+        .config("spark.executorEnv.PYSPARK_PYTHON", python)
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.files.ignoreMissingFiles", "true")
         # we pass thousands of file paths: list them on the driver, not with a Spark job of one task per path
@@ -146,6 +187,10 @@ def spark_session(
         .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
         .config("spark.sql.adaptive.enabled", "true")
     )
+    if not remote:  # a cluster's executors have their own cores and log settings
+        builder = builder.config("spark.default.parallelism", str(parts)).config(
+            "spark.executor.extraJavaOptions", java_opts
+        )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     if jvm_log is None:
@@ -163,6 +208,8 @@ def spark_session(
             os.dup2(saved, 2)
             os.close(saved)
     spark.sparkContext.setLogLevel("ERROR")
+    if remote:
+        ship_packages(spark)
     return spark
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_VALID
+from harness.nightly import _MASTER
 from harness.suite import (
     _STYLE,
     Runner,
@@ -42,6 +43,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--store", default=None, metavar="DIR", help="where runs are stored (default: the suite's, else ./store)"
     )
     p.add_argument("--dry-run", action="store_true", help="list the runs the suite would start, and exit")
+    p.add_argument(
+        "--master",
+        default=None,
+        metavar="URL",
+        help="run the suite's simulated runs as Spark tasks on local[N] or spark://HOST:PORT (see `kraftwerk "
+        "spark up`); the store must be a path every Spark host sees. Real-backend runs stay on this machine.",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,6 +60,12 @@ def run(args: argparse.Namespace) -> int:
         suite = load_suite(args.suite)
     except SuiteError as e:
         print(f"kraftwerk suite: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.master is not None and not _MASTER.match(args.master):
+        print(
+            f"kraftwerk suite: --master {args.master!r}: expected local[*], local[N] or spark://HOST:PORT",
+            file=sys.stderr,
+        )
         return EXIT_BAD_INPUT
     if args.parallel is not None and args.parallel < 1:
         print(f"kraftwerk suite: --parallel must be positive, got {args.parallel}", file=sys.stderr)
@@ -73,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     err.print(f"kraftwerk suite {suite.name}: {len(suite.runs)} runs, {parallel} at a time, store {store}")
     started = dt.datetime.now()
     t0 = time.monotonic()
-    runner = Runner(suite.runs, store, parallel)
+    runner = Runner(suite.runs, store, parallel, master=args.master)
     worker = threading.Thread(target=runner.run, name="suite-runner", daemon=True)
     worker.start()
     interrupted = False
