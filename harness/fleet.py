@@ -62,12 +62,12 @@ def run_one(index: int, spec_doc: dict[str, Any], store: str, keep: str, batch: 
     import socket
     import sys
 
-    from harness.simrun import sim_options, simulate, store_run
+    from harness.simrun import simulate, store_run
     from harness.store import new_run
 
     spec = TestSpec.from_json(spec_doc)
     started = time.monotonic()
-    checked = simulate(sim_options(spec))
+    checked = simulate(spec)
     run_dir: Path | None = None
     if keep == "all" or checked.valid is False:
         run_dir = new_run(store, spec.name or f"{spec.workload}-sim")
