@@ -232,7 +232,7 @@ class SimNode:
             message,
             effect.reply_ctx,
             dst.generation,
-            hold=sim._hold_ns.get(type(message)) or sim.hold_ns(message),
+            hold=sim.hold_ns(message),
         )
 
     def on_reply(self, effect: Reply | ClientReply | ClientResponse) -> None:
