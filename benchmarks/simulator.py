@@ -4,12 +4,14 @@
 - election: time from a leader kill to a new leader, p50/p99 over ≥ 20 kills (target p50 ≤ 2 × election timeout);
 - bugs: per seeded bug, in how many of N seeds a run is invalid, and by which checker;
 - queue-bugs: the same for the queue workload (broker bugs, and acks=1 losing writes);
+- digests: whether trees give the same history, node events and invariants for 28 seed/workload/bug runs;
 - cost: CPU cost of a fixed set of runs (seeds × register/queue), as callgrind instruction counts
   (load-independent) and best-of-N CPU seconds, for this tree and optionally other trees
   (`--tree DIR`, e.g. a `git worktree` of an older commit) side by side, with each run's history digest.
 
 Usage: .venv/bin/python benchmarks/simulator.py [speed|election|bugs|queue-bugs|cost|all] [--seeds N] [--time-limit S]
        .venv/bin/python benchmarks/simulator.py cost --seeds 3 --time-limit 20 --tree /tmp/old [--no-callgrind]
+       .venv/bin/python benchmarks/simulator.py digests --time-limit 15 --tree /tmp/before
 Prints Markdown tables for benchmarks/RESULTS.md.
 """
 
@@ -238,9 +240,58 @@ def cost(trees: list[Path], seeds: int, time_limit: float, repeats: int, callgri
     print()
 
 
+# The same cases in every tree compared: (seed, workload, bugs); each run's history, events and invariants digests
+_DIGEST_CHILD = """
+import hashlib, json, sys
+from harness.sim.cluster import SimOptions, Simulation
+cases, limit = json.loads(sys.argv[1]), float(sys.argv[2])
+for seed, workload, bugs in cases:
+    r = Simulation(SimOptions(seed=seed, workload=workload, time_limit=limit, bugs=bugs)).run()
+    dump = lambda x: hashlib.sha256(json.dumps(x, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    print("DIGEST " + json.dumps([seed, workload, bugs, r.stats["history-sha256"][:16], dump(r.events),
+                                  dump(r.invariants), r.stats["operations"]]), flush=True)
+"""
+DIGEST_CASES = [
+    *(
+        (seed, "register", bugs)
+        for seed in range(4)
+        for bugs in ([], ["forget-vote"], ["stale-read"], ["vote-ignores-log"])
+    ),
+    *((seed, "queue", bugs) for seed in range(3) for bugs in ([], ["hw-from-leader"], ["lazy-flush"], ["no-truncate"])),
+]
+
+
+def digests(trees: list[Path], time_limit: float) -> bool:
+    """Do the trees give the same history (and node events, and invariant verdicts) for the same seed?"""
+    rows: dict[Path, list[list[Any]]] = {}
+    for tree in trees:
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        cmd = [sys.executable, "-c", _DIGEST_CHILD, json.dumps(DIGEST_CASES), str(time_limit)]
+        out = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, check=True).stdout
+        rows[tree] = [json.loads(x[7:]) for x in out.splitlines() if x.startswith("DIGEST ")]
+    first = rows[trees[0]]
+    same = all(r == first for r in rows.values())
+    print(f"### Same seed, same history? ({len(DIGEST_CASES)} runs, {time_limit:g} s main phase)\n")
+    print(
+        "| seed | workload | bugs | history sha256 | events | invariants | operations | "
+        + " | ".join(map(str, trees))
+        + " |"
+    )
+    print("|---|---|---|---|---|---|---|" + "---|" * len(trees))
+    for i, (seed, workload, bugs, history, events, invariants, ops) in enumerate(first):
+        marks = ["same" if rows[t][i] == first[i] else f"DIFFERS ({rows[t][i][3]})" for t in trees]
+        print(
+            f"| {seed} | {workload} | {', '.join(bugs) or '—'} | {history} | {events} | {invariants} | {ops} | "
+            + " | ".join(marks)
+            + " |"
+        )
+    print(f"\n**{'identical' if same else 'NOT identical'}** across {len(trees)} trees\n")
+    return same
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    what = ["speed", "election", "bugs", "queue-bugs", "cost", "all"]
+    what = ["speed", "election", "bugs", "queue-bugs", "cost", "digests", "all"]
     parser.add_argument("what", nargs="?", default="all", choices=what)
     parser.add_argument("--seeds", type=int, default=50)
     parser.add_argument("--time-limit", type=float, default=60.0)
@@ -259,10 +310,13 @@ def main() -> None:
         bugs(args.seeds, args.time_limit)
     if args.what in ("queue-bugs", "all"):
         queue_bugs(args.seeds, args.time_limit)
-    if args.what == "cost":
+    if args.what in ("cost", "digests"):
         root = Path(__file__).resolve().parent.parent
         trees = [Path(t).resolve() for t in args.tree] + [root]
-        cost(trees, min(args.seeds, 10), args.time_limit, args.repeats, not args.no_callgrind)
+        if args.what == "cost":
+            cost(trees, min(args.seeds, 10), args.time_limit, args.repeats, not args.no_callgrind)
+        elif not digests(trees, args.time_limit):
+            sys.exit(1)
 
 
 if __name__ == "__main__":

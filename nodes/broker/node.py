@@ -245,17 +245,21 @@ class BrokerNode:
         """Earliest time (ns) at which :meth:`tick` has work, or None."""
         if self._failed is not None or not self._started:
             return None
-        times = [
+        best = None
+        for t in (
             self.raft.next_deadline(),
             self.replicas.next_deadline(),
             self.controller.next_deadline(),
             self.lifecycle.next_deadline(),
             self.producer_ids.next_deadline(),
             self.groups.next_deadline(),
-            *(deadline for _, _, deadline in self._forwarded.values()),
-        ]
-        present = [t for t in times if t is not None]
-        return min(present) if present else None
+        ):
+            if t is not None and (best is None or t < best):
+                best = t
+        for _, _, t in self._forwarded.values():
+            if t is not None and (best is None or t < best):
+                best = t
+        return best
 
     # ------------------------------------------------------------------ client calls
 

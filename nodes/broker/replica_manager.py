@@ -552,12 +552,14 @@ class ReplicaManager:
         self.fetcher.poll(now)
 
     def next_deadline(self) -> int | None:
-        times = [
+        best = None
+        for t in (
             self.produce_purgatory.next_deadline(),
             self.fetch_purgatory.next_deadline(),
             self._isr_check_at,
             self._lazy_flush_at,
             self.fetcher.next_deadline(),
-        ]
-        present = [t for t in times if t is not None]
-        return min(present) if present else None
+        ):
+            if t is not None and (best is None or t < best):
+                best = t
+        return best

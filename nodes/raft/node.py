@@ -235,12 +235,14 @@ class RaftNode:
         if self._failed is not None or not self._started:
             return None
         role = self.role
-        if role is Role.FOLLOWER:
-            times: tuple[int | None, ...] = (
-                self._fetch_deadline,
-                self._fetch_timeout_at if self._fetch_inflight else self._fetch_retry_at,
-            )
-        elif role is Role.LEADER and self._leader is not None:
+        if role is Role.FOLLOWER:  # the common case, without building a tuple (this runs after every step)
+            best = self._lazy_flush_at
+            for t in (self._fetch_deadline, self._fetch_timeout_at if self._fetch_inflight else self._fetch_retry_at):
+                if t is not None and (best is None or t < best):
+                    best = t
+            return best
+        times: tuple[int | None, ...]
+        if role is Role.LEADER and self._leader is not None:
             times = (self._leader.check_quorum_deadline(self.config), self._bqe_at)
             if self._parked:
                 times += tuple(deadline for _, _, deadline in self._parked.values())
