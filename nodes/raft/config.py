@@ -57,14 +57,13 @@ class RaftConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"RaftConfig.{name} must be a positive int, got {value!r}")
         margin = self.lease_drift_margin_ms
-        if not isinstance(margin, int) or isinstance(margin, bool) or not 0 <= margin < self.election_timeout_ms:
-            raise ValueError(
-                f"RaftConfig.lease_drift_margin_ms must be an int in [0, election_timeout_ms), got {margin!r}"
-            )
+        if not isinstance(margin, int) or isinstance(margin, bool) or margin < 0:
+            raise ValueError(f"RaftConfig.lease_drift_margin_ms must be an int >= 0, got {margin!r}")
         if not isinstance(self.fetch_max_wait_ms, int) or self.fetch_max_wait_ms < 0:
             raise ValueError(f"RaftConfig.fetch_max_wait_ms must be an int >= 0, got {self.fetch_max_wait_ms!r}")
 
     @property
     def lease_ns(self) -> int:
-        """How long a leader's read lease lasts from the fetch round that granted it, in ns."""
-        return (self.election_timeout_ms - self.lease_drift_margin_ms) * MS
+        """How long a leader's read lease lasts from the fetch round that granted it, in ns (0 when the
+        margin is as long as the election timeout: every read then goes through the log)."""
+        return max(0, self.election_timeout_ms - self.lease_drift_margin_ms) * MS

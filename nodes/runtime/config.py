@@ -38,7 +38,9 @@ Accepted keys (anything else is an error naming the key):
                                             while its lease lasts (leader leases, ``RaftConfig``),
                                             default false
 ``kraftwerk.lease.drift.margin.ms``         how much shorter than the election timeout the lease
-                                            is (clock-rate drift), default 100
+                                            is (clock-rate drift), default 100; as long as the
+                                            election timeout or longer: no lease (reads go through
+                                            the log)
 ``kraftwerk.seed``                          int seed for the election-timeout RNG (default: random)
 ``kraftwerk.volatile.writes``               ``true``: keep log appends in the process until fsync, so a
                                             SIGKILL loses unsynced writes as a power loss would (a
@@ -382,7 +384,7 @@ def config_from_properties(props: Mapping[str, str]) -> NodeConfig:
         pre_vote=_bool("kraftwerk.pre.vote", p["kraftwerk.pre.vote"]),
         lease_reads=_bool("kraftwerk.lease.reads", p["kraftwerk.lease.reads"]),
         lease_drift_margin_ms=_int(
-            "kraftwerk.lease.drift.margin.ms", p["kraftwerk.lease.drift.margin.ms"], 0, max(0, election - 1)
+            "kraftwerk.lease.drift.margin.ms", p["kraftwerk.lease.drift.margin.ms"], 0, 3_600_000
         ),
     )
     seed_text = p["kraftwerk.seed"].strip()
