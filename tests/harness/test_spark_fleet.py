@@ -1,0 +1,142 @@
+"""Simulated runs as Spark tasks (`explore --runs N --master …`) and a Spark cluster on containers.
+
+The fleet gives every seed the verdict the same seed gets in one process; `kraftwerk spark up`
+starts a master and workers on their own containers, `explore` runs 200 seeds there with a
+seeded bug it must find, `analyze` reads the store on the same cluster, and `spark down` leaves
+nothing behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from harness.commands.explore import run as run_explore
+from harness.fleet import run_fleet
+from harness.spec import TestSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def explore_args(store: Path, **kw: object) -> argparse.Namespace:
+    base = {
+        "workload": "register",
+        "budget": "10m",
+        "bug": ["stale-read"],
+        "nemesis": "partition,kill,pause,clock",
+        "nodes": 5,
+        "concurrency": 10,
+        "time_limit": 5.0,
+        "seed": 100,
+        "store": str(store),
+        "fsync_delay": 0,
+        "observable": False,
+        "runs": None,
+        "master": None,
+        "keep": "all",
+    }
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_master_needs_runs_and_a_known_form(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_explore(explore_args(tmp_path, master="local[2]")) == 254
+    assert "--master needs --runs" in capsys.readouterr().err
+    assert run_explore(explore_args(tmp_path, runs=2, master="yarn")) == 254
+    assert "--master 'yarn'" in capsys.readouterr().err
+
+
+def test_runs_in_one_process_report_every_invalid_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run_explore(explore_args(tmp_path, runs=4))
+    err = capsys.readouterr().err
+    assert "4 runs in" in err
+    stored = sorted((tmp_path / "explore-register").iterdir())
+    assert len([d for d in stored if d.name != "latest"]) == 4  # --keep all
+    invalid = [line for line in err.splitlines() if line.startswith("INVALID seed")]
+    assert code == (1 if invalid else 0)
+    assert not (tmp_path / ".fleet").exists()  # the progress rows are gone with the batch
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_local_spark_fleet_gives_each_seed_its_one_process_verdict(tmp_path: Path) -> None:
+    spec = TestSpec(seed=0, time_limit=5.0, bugs=("stale-read",), name="fleet")
+    specs = [TestSpec(**{**spec.__dict__, "seed": s}) for s in range(100, 106)]
+    here = run_fleet(specs, str(tmp_path / "one"), keep="invalid")
+    spark = run_fleet(specs, str(tmp_path / "spark"), master="local[2]", keep="invalid")
+    assert [(r.seed, r.valid, r.anomalies) for r in here] == [(r.seed, r.valid, r.anomalies) for r in spark]
+    assert any(r.invalid for r in spark)
+    for r in spark:  # invalid runs are stored, valid ones are not (--keep invalid)
+        assert (r.run_dir is not None) == r.invalid
+        if r.run_dir:
+            assert json.loads((Path(r.run_dir) / "results.json").read_text())["valid"] is False
+
+
+def _kraftwerk(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _leftovers(name: str) -> list[str]:
+    out = subprocess.run(
+        ["docker", "ps", "-a", "--filter", f"label=org.kraftwerk.spark={name}", "--format", "{{.Names}}"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    nets = subprocess.run(
+        ["docker", "network", "ls", "--filter", f"label=org.kraftwerk.spark={name}", "--format", "{{.Name}}"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    return out + nets
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+@pytest.mark.spark
+def test_explore_and_analyze_on_a_two_worker_cluster_of_containers(tmp_path: Path) -> None:
+    if shutil.which("docker") is None:
+        pytest.skip("no docker command")
+    name = f"kwspark-test-{uuid.uuid4().hex[:6]}"
+    store = tmp_path / "store"
+    up = _kraftwerk("spark", "up", "--workers", "2", "--store", str(store), "--name", name)
+    try:
+        assert up.returncode == 0, up.stderr
+        master = up.stdout.strip().splitlines()[-1]
+        assert master.startswith("spark://")
+        found = _kraftwerk(
+            "explore",
+            "--runs",
+            "200",
+            "--master",
+            master,
+            "--bug",
+            "stale-read",
+            "--time-limit",
+            "5",
+            "--seed",
+            "100",
+            "--store",
+            str(store),
+        )
+        assert found.returncode == 1, found.stderr[-3000:]  # the seeded bug was found
+        assert "200 runs in" in found.stderr
+        invalid = [line for line in found.stderr.splitlines() if line.startswith("INVALID seed")]
+        assert invalid and "kwspark-test" in invalid[0]  # found on a worker container
+        runs = [d for d in (store / "explore-register").iterdir() if d.name != "latest"]
+        assert len(runs) == 200
+        out = store / "analysis"
+        analysed = _kraftwerk("analyze", str(store), "--out", str(out), "--master", master, timeout=1800)
+        assert analysed.returncode == 0, analysed.stderr[-3000:]
+        assert "200 runs checked" in analysed.stderr + analysed.stdout and (out / "report.html").exists()
+    finally:
+        down = _kraftwerk("spark", "down", "--name", name)
+    assert down.returncode == 0, down.stderr
+    assert _leftovers(name) == []
