@@ -19,7 +19,7 @@ from tests.harness.backends.clusters import (
 )
 from tests.harness.runner import realtest
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.nightly]  # minutes each: CI and `./run tests --nightly` run them
 
 FAULTS = ("--nemesis", "partition,kill,pause,clock", "--nodes", "5", "--time-limit", "60")
 

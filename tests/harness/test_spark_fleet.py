@@ -101,6 +101,7 @@ def _leftovers(name: str) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.docker
 @pytest.mark.spark
+@pytest.mark.nightly
 def test_explore_and_analyze_on_a_two_worker_cluster_of_containers(tmp_path: Path) -> None:
     if shutil.which("docker") is None:
         pytest.skip("no docker command")
