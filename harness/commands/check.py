@@ -74,6 +74,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="queue model: an anomaly type that does not make the verdict invalid (repeatable)",
     )
     p.add_argument(
+        "--ww-deps",
+        action="store_true",
+        help="queue model, transactional histories: allow G1c, G1c-process and G1c-realtime (Jepsen's --ww-deps); "
+        "a queue history whose ops carry lists of send/poll micro-ops (f txn) is checked by checkers/txn_queue.py",
+    )
+    p.add_argument(
         "--cas-mismatch",
         action="store_true",
         help='cas-register: a fail cas whose error is "cas-mismatch" did compare — the register held a value '
@@ -130,9 +136,23 @@ def _check_history_file(path: str, model: str, args: argparse.Namespace, fmt: st
     from checkers import formats
 
     history = formats.load(path, fmt)
+    if model in ("auto", "queue"):
+        from checkers.txn_queue import is_transactional
+
+        if is_transactional(history):
+            model = "txn-queue"
     if model == "auto":
         model = infer_model({op.f for op in history.operations()}, path)
-    if model == "queue":
+    if model == "txn-queue":
+        from checkers.txn_queue import check_txn_queue
+
+        result = check_txn_queue(
+            history,
+            allow=args.allow,
+            subscribe=any(op.f == "subscribe" for op in history.operations()),
+            ww_deps=getattr(args, "ww_deps", False),
+        )
+    elif model == "queue":
         from checkers.queue import check_queue
 
         result = check_queue(history, allow=args.allow)

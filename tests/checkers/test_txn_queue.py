@@ -321,3 +321,26 @@ def test_cycles_match_brute_force(case: tuple) -> None:
     found = [n for n in types(r) if n.startswith("G0") or n.startswith("G1c")]
     assert bool(found) == any_cycle, (found, r["anomalies"])
     assert ("G0" in found) == ww_cycle
+
+
+def test_cli_checks_transactional_histories(tmp_path: Any) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from checkers.history import write_jsonl
+
+    path = tmp_path / "h.jsonl"
+    h = T().inv(0, ["send", "x", 1], ["poll"]).inv(1, ["send", "y", 2], ["poll"])
+    h.ok(0, S("x", 0, 1), P({"y": [[0, 2]]})).ok(1, S("y", 0, 2), P({"x": [[0, 1]]}))
+    write_jsonl(from_dicts(h.ops, "t"), path)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "harness.cli", "check", "-q", *args, str(path)]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+    for model in ("auto", "queue"):
+        out = run("--model", model)
+        assert out.returncode == 1, out.stderr
+        assert json.loads(out.stdout)["bad-anomaly-types"] == ["G1c"]
+    assert run("--ww-deps").returncode == 0
