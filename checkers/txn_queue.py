@@ -170,7 +170,7 @@ class _Checker:
         self.ok_polls = 0
         self.other = 0
         self.pairs = 0
-        self.events: list[tuple[int, int, int]] = []  # (history position, 0 invoke / 1 complete, op id)
+        self.history_len = 0
 
     def error(self, message: str, line: int) -> InputError:
         return InputError(message, file=self.source, line=line)
@@ -219,9 +219,6 @@ class _Checker:
         self.ops.append(op)
         typ = op.type
         self.op_type.append(typ)
-        self.events.append((op.call, 0, oid))
-        if typ == "ok":
-            self.events.append((op.ret, 1, oid))
         mops = inv.value
         if typ == "ok":
             mops = c.value
@@ -446,6 +443,43 @@ class _Checker:
         return x
 
     def cycles(self, committed: list[bool], known: dict[Any, list[int]]) -> None:
+        """Find dependency cycles; skipped when every ww/wr edge follows the completion order.
+
+        Process and realtime edges always run from an earlier to a later completion, so if the ww
+        and wr edges do too, the completion order is a topological order and there is no cycle.
+        """
+        sends, at, conflicts = self.sends, self.at, self.conflicts
+        never = self.history_len  # a committed info op never completed
+        ret = [op.ret if t == "ok" else never for op, t in zip(self.ops, self.op_type, strict=True)]
+        ww: list[tuple[int, int]] = []
+        backward = False
+        for key, offs in known.items():
+            by = at[key]
+            prev = -1
+            for o in offs:
+                if conflicts and (key, o) in conflicts:
+                    prev = -1
+                    continue
+                s = sends.get(by[o])
+                w = s[0] if s is not None and committed[s[0]] else -1
+                if prev >= 0 and w >= 0 and prev != w:
+                    ww.append((prev, w))
+                    if ret[prev] >= ret[w]:
+                        backward = True
+                prev = w
+        wr: list[tuple[int, int]] = []
+        for v, rs in self.readers.items():
+            s = sends.get(v)
+            if s is not None:
+                w = s[0]
+                if committed[w]:
+                    for r in rs:
+                        if r != w:
+                            wr.append((w, r))
+                            if ret[w] >= ret[r]:
+                                backward = True
+        if not backward and all(t == "ok" or not c for t, c in zip(self.op_type, committed, strict=True)):
+            return  # (a committed info op has no completion to order it by)
         n = len(self.ops)
         adj: list[dict[int, int]] = [{} for _ in range(n)]
 
@@ -454,24 +488,10 @@ class _Checker:
                 d = adj[a]
                 d[b] = d.get(b, 0) | t
 
-        sends = self.sends
-        for key, offs in known.items():
-            by = self.at[key]
-            prev = -1
-            for o in offs:
-                if (key, o) in self.conflicts:
-                    prev = -1
-                    continue
-                s = sends.get(by[o])
-                w = s[0] if s is not None else -1
-                if prev >= 0 and w >= 0:
-                    edge(prev, w, WW)
-                prev = w
-        for v, rs in self.readers.items():
-            s = sends.get(v)
-            if s is not None:
-                for r in rs:
-                    edge(s[0], r, WR)
+        for a, b in ww:
+            edge(a, b, WW)
+        for a, b in wr:
+            edge(a, b, WR)
         last: dict[Any, int] = {}
         for oid, op in enumerate(self.ops):
             if not committed[oid]:
@@ -482,12 +502,12 @@ class _Checker:
             last[p] = oid
         # realtime, transitively reduced: an invocation depends on the completed ops not yet
         # superseded by a later completion that itself follows them
+        events = [(op.call, 0, oid) for oid, op in enumerate(self.ops) if committed[oid]]
+        events += [(op.ret, 1, oid) for oid, op in enumerate(self.ops) if self.op_type[oid] == "ok"]
+        events.sort()
         frontier: set[int] = set()
         preds: dict[int, tuple] = {}
-        self.events.sort()
-        for _pos, kind, oid in self.events:
-            if not committed[oid]:
-                continue
+        for _pos, kind, oid in events:
             if kind == 0:
                 preds[oid] = tuple(frontier)
                 for a in preds[oid]:
@@ -601,6 +621,7 @@ def check_txn_queue(
     if ww_deps:
         allowed |= {"G1c", "G1c-process", "G1c-realtime"}
     checker = _Checker(history.source)
+    checker.history_len = len(history)
     for op in history.operations():
         checker.feed(op)
     return checker.finish(frozenset(allowed), len(history))
