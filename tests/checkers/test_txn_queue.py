@@ -344,3 +344,8 @@ def test_cli_checks_transactional_histories(tmp_path: Any) -> None:
         assert out.returncode == 1, out.stderr
         assert json.loads(out.stdout)["bad-anomaly-types"] == ["G1c"]
     assert run("--ww-deps").returncode == 0
+
+
+def test_full_graph_search_agrees_on_valid_histories() -> None:
+    h = synthetic_history(3000, 7)
+    assert check_txn_queue(h, fast_path=False)["valid"] is True
