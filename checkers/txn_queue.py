@@ -101,7 +101,7 @@ def _key(k: Any) -> Any:
         return k
     if t is int:
         return str(k)
-    if isinstance(k, list | dict | set):
+    if isinstance(k, (list, dict, set)):
         return freeze(k)
     return k
 
@@ -110,7 +110,7 @@ def _value(v: Any) -> Any:
     t = type(v)
     if t is int or t is str:
         return v
-    if isinstance(v, list | dict | set):
+    if isinstance(v, (list, dict, set)):
         return freeze(v)
     return v
 
@@ -121,10 +121,10 @@ def _short(x: Any) -> str:
 
 
 def _is_mops(v: Any) -> bool:
-    if not isinstance(v, list | tuple) or not v:
+    if not isinstance(v, (list, tuple)) or not v:
         return False
     m = v[0]
-    return isinstance(m, list | tuple) and len(m) > 0 and m[0] in ("send", "poll")
+    return isinstance(m, (list, tuple)) and len(m) > 0 and m[0] in ("send", "poll")
 
 
 def is_transactional(history: History) -> bool:
@@ -195,7 +195,7 @@ class _Checker:
         f = op.invoke.f
         if f in ("assign", "subscribe"):
             keys = op.invoke.value
-            if not isinstance(keys, list | tuple):
+            if not isinstance(keys, (list, tuple)):
                 raise self.error(f"{f} value must be a list of keys, got {_short(keys)}", op.invoke.line)
             p = op.invoke.process
             if f == "subscribe":
@@ -223,7 +223,7 @@ class _Checker:
         mops = inv.value
         if typ == "ok":
             mops = c.value
-            if not isinstance(mops, list | tuple) or len(mops) != len(inv.value):
+            if not isinstance(mops, (list, tuple)) or len(mops) != len(inv.value):
                 raise self.error(
                     f"an ok txn must complete with as many micro-ops as invoked, got {_short(mops)}", c.line
                 )
@@ -245,7 +245,7 @@ class _Checker:
                 key = _key(m[1])
                 val, offset = m[2], None
                 if typ == "ok":
-                    if not isinstance(val, list | tuple) or len(val) != 2:
+                    if not isinstance(val, (list, tuple)) or len(val) != 2:
                         raise self.error(f"completed send must carry [offset, value], got {_short(val)}", line)
                     offset, val = val
                     if offset is not None and (type(offset) is not int or offset < 0):
@@ -298,14 +298,14 @@ class _Checker:
                 state[key] = [offset, oid, False]
 
     def poll_key(self, key, pairs, op, oid, polled_here, state, line) -> None:  # noqa: ANN001
-        if not isinstance(pairs, list | tuple):
+        if not isinstance(pairs, (list, tuple)):
             raise self.error(f"poll of key {_short(key)} must be a list of [offset, value] pairs", line)
         readers = self.readers
         observe = self.observe
         prev = polled_here.get(key)
         top = -1
         for pr in pairs:
-            if not isinstance(pr, list | tuple) or len(pr) != 2 or type(pr[0]) is not int or pr[0] < 0:
+            if not isinstance(pr, (list, tuple)) or len(pr) != 2 or type(pr[0]) is not int or pr[0] < 0:
                 raise self.error(f"poll of key {_short(key)}: expected [offset, value], got {_short(pr)}", line)
             o, v = pr
             t = type(v)
