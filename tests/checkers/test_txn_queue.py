@@ -349,3 +349,32 @@ def test_cli_checks_transactional_histories(tmp_path: Any) -> None:
 def test_full_graph_search_agrees_on_valid_histories() -> None:
     h = synthetic_history(3000, 7)
     assert check_txn_queue(h, fast_path=False)["valid"] is True
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10**6), st.integers(0, 10**6))
+def test_dropping_a_read_is_caught(seed: int, pick: int) -> None:
+    """Brute force: remove one polled pair from a valid history; the write it carried is then
+    never read, so it is a lost write when a higher offset of its key was read, else unseen."""
+    h = synthetic_history(300, seed)
+    polled = [
+        (i, j, k, n)
+        for i, op in enumerate(h)
+        if op.type == "ok" and op.f == "txn"
+        for j, m in enumerate(op.value)
+        if m[0] == "poll"
+        for k, pairs in m[1].items()
+        for n in range(len(pairs))
+    ]
+    if not polled:
+        return
+    i, j, k, n = polled[pick % len(polled)]
+    offset, value = h.ops[i].value[j][1][k].pop(n)
+    reads = [o for op in h if op.type == "ok" and op.f == "txn" for m in op.value if m[0] == "poll"
+             for o, _ in m[1].get(k, [])]  # fmt: skip
+    top = max(reads, default=-1)
+    r = check_txn_queue(h)
+    assert r["valid"] is False
+    expected = "lost-write" if top > offset else "unseen"
+    assert expected in types(r)
+    assert any(e["value"] == value for e in r["anomalies"][expected]["examples"])
