@@ -31,10 +31,12 @@ Anomalies (Jepsen's names; each is bad unless in the allowed set):
   of committed transactions: ww (successive offsets of a key written by different ops), wr (writer
   of a value -> the op that polled it), process (successive ops of a process) and realtime (an op
   completed before another was invoked; transitively reduced) edges. Strongly connected components
-  are computed first (iterative Tarjan); only non-trivial ones are searched, with networkx
-  shortest paths. Each SCC reports its first cycle class in the order G0 (ww only), G1c (ww+wr, at
-  least one wr), G0-process, G1c-process, G0-realtime, G1c-realtime, with the shortest cycle found
-  (a cycle through each qualifying edge, up to ``MAX_SEARCH`` edges per SCC) and its operations.
+  are computed first (iterative Tarjan; skipped altogether when every ww and wr edge runs from an
+  earlier to a later completion, which makes the completion order a topological order); only
+  non-trivial ones are searched, with networkx shortest paths. Each SCC reports its first cycle
+  class in the order G0 (ww only), G1c (ww+wr, at least one wr), G0-process, G1c-process,
+  G0-realtime, G1c-realtime, with the shortest cycle found (a cycle through each qualifying edge,
+  up to ``MAX_SEARCH`` edges per SCC) and its operations.
 
 Allowed-set policy (as Jepsen's): int-send-skip, G0, G0-process and G0-realtime are always
 allowed; with ``subscribe=True`` also poll-skip and nonmonotonic-poll; with ``ww_deps=True`` also

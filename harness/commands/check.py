@@ -24,7 +24,8 @@ CHECK_MODELS = ("auto", "cas-register", "register", "kv-append", "mutex", "multi
 HELP = "check recorded histories (JSONL, Jepsen EDN, Jepsen logs) or run directories"
 DESCRIPTION = (
     "Check histories for linearizability (register, cas-register, kv-append, mutex, "
-    "multi-register), Kafka queue anomalies (queue) or leader-per-epoch safety (epochs). "
+    "multi-register), Kafka queue anomalies (queue; histories of transactions of send/poll micro-ops add "
+    "Jepsen's transactional anomalies and G0/G1c cycles) or leader-per-epoch safety (epochs). "
     "Prints one JSON line per FILE on stdout and a human summary on stderr."
 )
 EPILOG = "Exit code: the worst verdict over all files (1 invalid > 2 unknown > 0 valid); 254 bad input."
