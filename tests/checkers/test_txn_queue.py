@@ -378,3 +378,12 @@ def test_dropping_a_read_is_caught(seed: int, pick: int) -> None:
     expected = "lost-write" if top > offset else "unseen"
     assert expected in types(r)
     assert any(e["value"] == value for e in r["anomalies"][expected]["examples"])
+
+
+def test_cycle_through_an_indeterminate_transaction_read_in_part() -> None:
+    h = T().inv(0, ["send", "x", 1]).inv(1, ["send", "x", 2], ["poll"]).end(0, "info")
+    h.ok(1, S("x", 0, 2), P({"x": [[1, 1]]}))
+    r = _final(h, {"x": [[0, 2], [1, 1]]}).check()
+    cycle = _cycle(r, "G1c")
+    assert sorted(e for s in cycle for e in s["edge"]) == ["wr", "ww"]
+    assert any("-> info" in s["op"] for s in cycle)
