@@ -24,7 +24,8 @@ CHECK_MODELS = ("auto", "cas-register", "register", "kv-append", "mutex", "multi
 HELP = "check recorded histories (JSONL, Jepsen EDN, Jepsen logs) or run directories"
 DESCRIPTION = (
     "Check histories for linearizability (register, cas-register, kv-append, mutex, "
-    "multi-register), Kafka queue anomalies (queue) or leader-per-epoch safety (epochs). "
+    "multi-register), Kafka queue anomalies (queue; histories of transactions of send/poll micro-ops add "
+    "Jepsen's transactional anomalies and G0/G1c cycles) or leader-per-epoch safety (epochs). "
     "Prints one JSON line per FILE on stdout and a human summary on stderr."
 )
 EPILOG = "Exit code: the worst verdict over all files (1 invalid > 2 unknown > 0 valid); 254 bad input."
@@ -72,6 +73,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="ANOMALY",
         help="queue model: an anomaly type that does not make the verdict invalid (repeatable)",
+    )
+    p.add_argument(
+        "--ww-deps",
+        action="store_true",
+        help="queue model, transactional histories: allow G1c, G1c-process and G1c-realtime (Jepsen's --ww-deps); "
+        "a queue history whose ops carry lists of send/poll micro-ops (f txn) is checked by checkers/txn_queue.py",
     )
     p.add_argument(
         "--cas-mismatch",
@@ -130,9 +137,23 @@ def _check_history_file(path: str, model: str, args: argparse.Namespace, fmt: st
     from checkers import formats
 
     history = formats.load(path, fmt)
+    if model in ("auto", "queue"):
+        from checkers.txn_queue import is_transactional
+
+        if is_transactional(history):
+            model = "txn-queue"
     if model == "auto":
         model = infer_model({op.f for op in history.operations()}, path)
-    if model == "queue":
+    if model == "txn-queue":
+        from checkers.txn_queue import check_txn_queue
+
+        result = check_txn_queue(
+            history,
+            allow=args.allow,
+            subscribe=any(op.f == "subscribe" for op in history.operations()),
+            ww_deps=getattr(args, "ww_deps", False),
+        )
+    elif model == "queue":
         from checkers.queue import check_queue
 
         result = check_queue(history, allow=args.allow)
