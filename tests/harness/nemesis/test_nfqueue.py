@@ -298,6 +298,7 @@ def shaping(
     """The shaper and the chains (as PacketNemesis puts them on two nodes): `ns` queues what it sends to `peer`,
     `receiver` counts it and loses `loss` of it; the shaper's final stats and the counts afterwards."""
     stats = tmp_path / "stats.json"
+    stats.unlink(missing_ok=True)  # a previous shaper's: wait for this one's
     config = {"behaviours": behaviours, "seed": 1, "stats": str(stats)}
     proc = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, nfqueue.__file__, json.dumps(config)])
     result: dict = {}
