@@ -9,6 +9,7 @@ random source; only `leader` targets are resolved when the fault fires.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from typing import Any
 
 from harness.nemesis import partitions
@@ -31,6 +32,12 @@ FLIP_FLOP = {
 }
 HEAL = {p: stop for p, (_, stop) in FLIP_FLOP.items()}
 HEAL_ORDER = ("partition", "packet", "pause", "kill", "disk", "clock")  # network first, clocks last
+
+
+def cuts_links(packages: Iterable[str]) -> bool:
+    """Whether these packages cut links between nodes: partitions, and the clock nemesis (it cuts the leader off
+    before stepping its clock back), so the partition part must be set up for either."""
+    return bool({"partition", "clock"} & set(packages))
 
 
 def _parse_names(
