@@ -75,12 +75,13 @@ def why_not(
     """None if backend `name` can run here with these faults and options, else why not (a message naming the
     option, for exit 254)."""
     k = kind(name)
-    if k.name == "local" and "partition" in nemeses:
+    if k.name == "local" and {"partition", "clock"} & set(nemeses):
         from harness.backends.local import can_partition
 
         why = can_partition()
         if why:
-            return f"--backend local --nemesis partition: {why}"
+            asked = "partition" if "partition" in nemeses else "clock (it cuts the leader off)"
+            return f"--backend local --nemesis {asked}: {why}"
     if k.name == "local" and "packet" in nemeses:
         from harness.backends.local import can_partition
 

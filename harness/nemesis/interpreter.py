@@ -80,6 +80,8 @@ class NemesisInterpreter:
             return isinstance(value, Mapping) and value.get("nodes") == "leader"
         if f == "start-disk":
             return isinstance(value, Mapping) and value.get("nodes", "leader") == "leader"
+        if f in ("bump-clock", "strobe-clock", "rate-clock"):
+            return isinstance(value, Mapping) and "leader" in value
         return value == "leader"
 
     def targets(self, spec: Any, leader: str | None) -> list[str]:
@@ -98,6 +100,18 @@ class NemesisInterpreter:
     def _in_order(self, nodes: Iterable[str]) -> list[str]:
         chosen = set(nodes)
         return [n for n in self.names if n in chosen]
+
+    def _clock_targets(self, value: Any, leader: str | None) -> dict[str, Any]:
+        """A clock fault's {node: parameters} with a "leader" key resolved to the leader (dropped when none is
+        known; a named node's own entry wins); any other key that is not a node is a ValueError."""
+        if not isinstance(value, Mapping):
+            raise ValueError(f"a clock fault needs {{node: parameters}}, not {value!r}")
+        named = {n: v for n, v in value.items() if n != "leader"}
+        self.targets(list(named), leader)
+        if "leader" in value:
+            for n in self.targets("leader", leader):
+                named.setdefault(n, value["leader"])
+        return {n: named[n] for n in self._in_order(named)}
 
     def _grudge(self, value: Any, leader: str | None) -> tuple[Grudge, Any]:
         """The grudge a start-partition value asks for, and the value to store in schedule.json."""
@@ -145,7 +159,7 @@ class NemesisInterpreter:
             self.paused.difference_update(nodes)
             return Applied(resumed, value)
         if f in ("bump-clock", "strobe-clock", "rate-clock"):
-            self.targets(list(value), leader)  # node names only: a ValueError for any other
+            value = self._clock_targets(value, leader)
             clock = {
                 "bump-clock": faults.clock_bump,
                 "strobe-clock": faults.clock_strobe,

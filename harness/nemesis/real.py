@@ -34,7 +34,7 @@ from harness.nemesis.real_clock import ClockNemesis
 from harness.nemesis.real_common import NemesisError, on_hosts, parallel
 from harness.nemesis.real_net import PacketFaultUnsupported, PacketNemesis, PartitionNemesis, describe_grudge
 from harness.nemesis.real_process import ProcessNemesis, SpecSource
-from harness.nemesis.schedule import PACKAGES
+from harness.nemesis.schedule import PACKAGES, cuts_links
 
 
 class RealFaults:
@@ -76,7 +76,7 @@ class RealFaults:
         self._token = cleanup.register("real nemesis", self.teardown)
         if self.processes is not None:
             self.processes.setup()
-        steps = [self.partitioner.setup] if self.enabled("partition") else []
+        steps = [self.partitioner.setup] if cuts_links(self.packages) else []
         steps += [self.clocks.setup] if self.enabled("clock") else []
         parallel(*steps)
         return self
@@ -95,7 +95,7 @@ class RealFaults:
         """Heal and remove everything the enabled parts put on the hosts; every part is attempted."""
         errors: list[BaseException] = []
         parts = [
-            self.partitioner if self.enabled("partition") else None,
+            self.partitioner if cuts_links(self.packages) else None,
             self.packets if self.enabled("packet") else None,
             self.processes,
             self.clocks if self.enabled("clock") else None,

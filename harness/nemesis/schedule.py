@@ -9,6 +9,7 @@ random source; only `leader` targets are resolved when the fault fires.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from typing import Any
 
 from harness.nemesis import partitions
@@ -31,6 +32,12 @@ FLIP_FLOP = {
 }
 HEAL = {p: stop for p, (_, stop) in FLIP_FLOP.items()}
 HEAL_ORDER = ("partition", "packet", "pause", "kill", "disk", "clock")  # network first, clocks last
+
+
+def cuts_links(packages: Iterable[str]) -> bool:
+    """Whether these packages cut links between nodes: partitions, and the clock nemesis (it cuts the leader off
+    before stepping its clock back), so the partition part must be set up for either."""
+    return bool({"partition", "clock"} & set(packages))
 
 
 def _parse_names(
@@ -132,6 +139,28 @@ def _packet_value(rng: random.Random, nodes: list[str]) -> dict[str, Any]:
     return {"behaviours": behaviours, "nodes": victims}
 
 
+# how often a clock fault is the leader one below instead of a bump of random nodes
+LEADER_CLOCK_P = 0.5
+
+
+def _leader_clock_fault(rng: random.Random, events: list[dict[str, Any]], t: int, end: int, interval_s: float) -> int:
+    """The clock fault that leases measured on the wall clock cannot survive, as Jepsen's clock nemesis aims
+    bumps at the primary: cut the leader off from the other nodes (clients still reach it), step its wall clock
+    back 8–32 s a moment later (while it still leads: the others need an election timeout to replace it), then
+    reset the clocks and heal. Appends the events (package "clock") and returns when the fault ends."""
+    events.append({"at": t, "package": "clock", "f": "start-partition", "value": {"kind": "leader"}})
+    step = {"delta-ms": -int(2 ** rng.uniform(13, 15)), "drift-ppm": rng.choice((0, 0, -1000, -20000))}
+    bump_at = t + int(rng.uniform(0.05, 0.4) * SECOND)
+    # long enough for the others to elect a leader (a fetch timeout and an election) and write through it
+    stop_at = t + int(rng.uniform(max(0.4 * interval_s, 3.5), max(1.2 * interval_s, 8.0)) * SECOND)
+    if bump_at < min(stop_at, end):
+        events.append({"at": bump_at, "package": "clock", "f": "bump-clock", "value": {"leader": step}})
+    if stop_at < end:
+        events.append({"at": stop_at, "package": "clock", "f": "reset-clock", "value": None})
+        events.append({"at": stop_at + MS, "package": "clock", "f": "stop-partition", "value": None})
+    return stop_at + MS
+
+
 def generate(
     seed: int | str,
     nodes: list[str],
@@ -149,6 +178,10 @@ def generate(
         start_f, stop_f = FLIP_FLOP[package]
         t = int(rng.uniform(0.5, 1.5) * interval_s * SECOND)
         while t < end:
+            if package == "clock" and rng.random() < LEADER_CLOCK_P:
+                t = _leader_clock_fault(rng, events, t, end, interval_s)
+                t += int(rng.uniform(0.5, 1.5) * interval_s * SECOND)
+                continue
             value = _start_value(package, rng, nodes, partition_kinds)
             events.append({"at": t, "package": package, "f": start_f, "value": value})
             if package == "kill" and rng.random() < 0.5:

@@ -39,7 +39,7 @@ from harness.checks import check_run
 from harness.db.nodes import NodeDB, broker_properties
 from harness.db.protocol import DB, ClusterNotReady
 from harness.interpreter import SCHEDULE_FORMAT, client_phase
-from harness.nemesis.schedule import generate
+from harness.nemesis.schedule import cuts_links, generate
 from harness.recorder import Recorder
 from harness.runner.interpreter import Interpreter, close_loop, monotonic_clock
 from harness.runner.nemesis import RunnerNemesis, parallel
@@ -181,7 +181,7 @@ def _assemble(
     """The DB and the nemesis of these hosts, wired together (restarts get the clock env)."""
     db = make_db(args, backend, hosts, workload)
     brokers = isinstance(db, NodeDB) and db.broker
-    partition = backend.partition_nemesis(hosts) if "partition" in args.nemeses else None
+    partition = backend.partition_nemesis(hosts) if cuts_links(args.nemeses) else None
     packet = backend.packet_nemesis(hosts) if "packet" in args.nemeses else None
     nemesis = RunnerNemesis(
         hosts,

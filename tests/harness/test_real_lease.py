@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import random
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -120,3 +121,21 @@ def test_monotonic_leases_serve_no_stale_read_when_the_clock_steps_back(node_ima
     verdict, answer = scenario(node_image, [], 20_000)
     assert answer is None or answer.type != "ok" or answer.value == 2
     assert verdict["valid"] is True
+
+
+def test_the_clock_nemesis_catches_lease_wall_clock_within_three_docker_runs(tmp_path: Path) -> None:
+    """`kraftwerk test --backend docker --bug lease-wall-clock --nemesis clock`, the nemesis's own schedules (half
+    its faults cut the leader off and step its wall clock back): a stale read within 3 runs; the caught seed without
+    the clock nemesis (partitions, kills, pauses) stays valid."""
+    common = ("--backend", "docker", "--bug", "lease-wall-clock", "--time-limit", "30", "-q")
+    for seed in ("1", "2", "3"):
+        store = tmp_path / f"clock-{seed}"
+        r = realtest.kraftwerk_test(store, *common, "--nemesis", "clock", "--seed", seed)
+        verdict = realtest.results(realtest.latest(store))
+        if verdict["valid"] is False:
+            break
+    assert verdict["valid"] is False, r.stderr[-3000:]
+    assert "nonlinearizable" in verdict["anomaly-types"]
+    store = tmp_path / "no-clock"
+    r = realtest.kraftwerk_test(store, *common, "--nemesis", "partition,kill,pause", "--seed", seed)
+    assert r.returncode == 0 and realtest.results(realtest.latest(store))["valid"] is True, r.stderr[-3000:]

@@ -233,3 +233,35 @@ def test_any_schedule_then_heal_all_leaves_nothing_in_force(
     assert fake.clean(), fake.__dict__
     assert not any(nem.in_force().values())
     assert {e["f"] for e in heal} >= {schedule.HEAL[p] for p in packages}
+
+
+def test_clock_faults_can_target_the_leader() -> None:
+    fake, nem = interpreter()
+    step = {"delta-ms": -20_000, "drift-ppm": 0}
+    event = {"f": "bump-clock", "value": {"leader": step}}
+    assert nem.needs_leader(event) and not nem.needs_leader({"f": "bump-clock", "value": {"n1": step}})
+    assert nem.apply(event, "n4") == Applied({"n4": -20_000}, {"n4": step})  # schedule.json names the node
+    assert fake.offsets == {"n4": -20_000} and nem.skewed == {"n4"}
+    both = nem.apply({"f": "rate-clock", "value": {"n1": 100, "leader": 500}}, "n1")  # a named node's own entry
+    assert both.realised == {"n1": 100}
+    assert nem.apply({"f": "bump-clock", "value": {"leader": step}}, None).realised == {}  # no leader: nobody
+    with pytest.raises(ValueError, match="needs"):
+        nem.apply({"f": "bump-clock", "value": "leader"}, "n1")
+
+
+def test_the_clock_nemesis_steps_an_isolated_leader_back_and_leaves_other_packages_alone() -> None:
+    for seed in range(5):
+        events = schedule.generate(seed, NODES, ["partition", "kill", "pause", "clock"], 60, 5.0)
+        clock = [e for e in events if e["package"] == "clock"]
+        starts = [i for i, e in enumerate(clock) if e["f"] == "start-partition"]
+        assert starts, "no leader clock fault in a minute"
+        for i in starts:  # cut the leader off, step its clock back, then reset clocks before healing
+            cut, bump = clock[i], clock[i + 1]
+            assert cut["value"] == {"kind": "leader"} and bump["f"] == "bump-clock"
+            assert list(bump["value"]) == ["leader"] and bump["value"]["leader"]["delta-ms"] <= -8192
+            assert 0 < bump["at"] - cut["at"] < schedule.SECOND // 2
+            if i + 3 < len(clock):
+                assert [e["f"] for e in clock[i + 2 : i + 4]] == ["reset-clock", "stop-partition"]
+        # the clock package draws last: runs without it get the same faults as before it had leader faults
+        without = schedule.generate(seed, NODES, ["partition", "kill", "pause"], 60, 5.0)
+        assert without == [e for e in events if e["package"] != "clock"]
