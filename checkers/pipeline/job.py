@@ -102,12 +102,15 @@ def _quiet_log4j() -> str:
     return str(path)
 
 
+_LOOPBACK_SET_HERE = False  # SPARK_LOCAL_IP=127.0.0.1 was set by a local session here, not by the user
+
+
 def driver_address(master: str) -> str:
     """The address the executors reach this driver at: 127.0.0.1 for local masters; for
     spark://HOST:PORT, the local address of the route to HOST (SPARK_LOCAL_IP overrides)."""
     if not master.startswith("spark://"):
         return "127.0.0.1"
-    if os.environ.get("SPARK_LOCAL_IP"):
+    if os.environ.get("SPARK_LOCAL_IP") and not _LOOPBACK_SET_HERE:
         return os.environ["SPARK_LOCAL_IP"]
     import socket
 
@@ -150,9 +153,12 @@ def spark_session(
     path, which must exist on the workers with kraftwerk's dependencies).
     With `jvm_log`, the JVM's own console output (start-up notices, errors) goes to that file.
     """
+    global _LOOPBACK_SET_HERE
     remote = master.startswith("spark://")
-    if not remote:
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if not remote and "SPARK_LOCAL_IP" not in os.environ:
+        # local masters stay on loopback; a later session on a cluster in this process must not inherit it
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+        _LOOPBACK_SET_HERE = True
     # on a cluster: PYSPARK_PYTHON, else this interpreter by its real venv path (hosts mount the venv there)
     here = str(Path(sys.prefix).resolve() / "bin" / Path(sys.executable).name)
     python = os.environ.get("PYSPARK_PYTHON", here) if remote else sys.executable
