@@ -49,6 +49,10 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, SpecError) as e:
         print(f"kraftwerk explore: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    # callers that build the namespace themselves (tests, older scripts) may leave the fleet options out
+    for name, default in (("master", None), ("runs", None), ("keep", "all")):
+        if not hasattr(args, name):
+            setattr(args, name, default)
     if args.master is not None and args.runs is None:
         print("kraftwerk explore: --master needs --runs N (how many seeds to spread over the cluster)", file=sys.stderr)
         return EXIT_BAD_INPUT
