@@ -103,6 +103,7 @@ def _quiet_log4j() -> str:
 
 
 _LOOPBACK_SET_HERE = False  # SPARK_LOCAL_IP=127.0.0.1 was set by a local session here, not by the user
+_USER_PYSPARK_PYTHON = os.environ.get("PYSPARK_PYTHON")  # the user's choice, before any session here set it
 
 
 def driver_address(master: str) -> str:
@@ -161,7 +162,7 @@ def spark_session(
         _LOOPBACK_SET_HERE = True
     # on a cluster: PYSPARK_PYTHON, else this interpreter by its real venv path (hosts mount the venv there)
     here = str(Path(sys.prefix).resolve() / "bin" / Path(sys.executable).name)
-    python = os.environ.get("PYSPARK_PYTHON", here) if remote else sys.executable
+    python = (_USER_PYSPARK_PYTHON or here) if remote else sys.executable
     os.environ["PYSPARK_PYTHON"] = python
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     import warnings
