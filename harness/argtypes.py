@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import re
+
+SPARK_MASTER = re.compile(r"^(local(\[(\*|[1-9][0-9]*)\])?|spark://[^\s/:]+:[0-9]+)$")
 
 
 def positive_float(text: str) -> float:
@@ -47,3 +50,10 @@ def non_negative_float(text: str) -> float:
     if not v >= 0:  # NaN too
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
     return v
+
+
+def master_problem(verb: str, master: str) -> str | None:
+    """Why `--master` is not a Spark master kraftwerk can use (the message `kraftwerk VERB` prints), or None."""
+    if SPARK_MASTER.match(master):
+        return None
+    return f"kraftwerk {verb}: --master {master!r}: expected local[*], local[N] or spark://HOST:PORT"

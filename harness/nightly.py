@@ -13,7 +13,6 @@ import datetime as dt
 import html
 import json
 import os
-import re
 import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +20,6 @@ from typing import Any
 
 REPORT = "report.html"
 MARKER = "kraftwerk-nightly"  # in the report's <meta name="generator">; `kraftwerk serve` looks for it
-_MASTER = re.compile(r"^(local(\[(\*|[1-9][0-9]*)\])?|spark://[^\s/:]+:[0-9]+)$")
 MAX_FAILING_SHOWN = 300
 
 

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_VALID
-from harness.nightly import _MASTER, write_report
+from harness.argtypes import master_problem
+from harness.nightly import write_report
 
 HELP = "re-check and roll up every stored run with the PySpark pipeline; writes the nightly report"
 DESCRIPTION = (
@@ -54,11 +55,8 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as e:
             print(f"kraftwerk analyze: --since: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT
-    if not _MASTER.match(args.master):
-        print(
-            f"kraftwerk analyze: --master {args.master!r}: expected local[*], local[N] or spark://HOST:PORT",
-            file=sys.stderr,
-        )
+    if problem := master_problem("analyze", args.master):
+        print(problem, file=sys.stderr)
         return EXIT_BAD_INPUT
     if not args.check_time_limit > 0:
         print("kraftwerk analyze: --check-time-limit must be positive", file=sys.stderr)

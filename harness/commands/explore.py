@@ -18,8 +18,7 @@ import time
 from dataclasses import replace
 
 from checkers.verdict import EXIT_BAD_INPUT
-from harness.argtypes import non_negative_int, positive_int
-from harness.nightly import _MASTER
+from harness.argtypes import master_problem, non_negative_int, positive_int
 from harness.shrink import parse_budget
 from harness.simrun import simulate, store_run
 from harness.spec import SpecError, TestSpec
@@ -56,11 +55,8 @@ def run(args: argparse.Namespace) -> int:
     if args.master is not None and args.runs is None:
         print("kraftwerk explore: --master needs --runs N (how many seeds to spread over the cluster)", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.master is not None and not _MASTER.match(args.master):
-        print(
-            f"kraftwerk explore: --master {args.master!r}: expected local[*], local[N] or spark://HOST:PORT",
-            file=sys.stderr,
-        )
+    if args.master is not None and (problem := master_problem("explore", args.master)):
+        print(problem, file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.runs is not None:
         return _fleet(args, spec)

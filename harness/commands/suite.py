@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_VALID
-from harness.nightly import _MASTER
+from harness.argtypes import master_problem
 from harness.suite import (
     _STYLE,
     Runner,
@@ -61,11 +61,8 @@ def run(args: argparse.Namespace) -> int:
     except SuiteError as e:
         print(f"kraftwerk suite: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.master is not None and not _MASTER.match(args.master):
-        print(
-            f"kraftwerk suite: --master {args.master!r}: expected local[*], local[N] or spark://HOST:PORT",
-            file=sys.stderr,
-        )
+    if args.master is not None and (problem := master_problem("suite", args.master)):
+        print(problem, file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.parallel is not None and args.parallel < 1:
         print(f"kraftwerk suite: --parallel must be positive, got {args.parallel}", file=sys.stderr)
