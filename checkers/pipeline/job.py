@@ -108,11 +108,13 @@ _USER_PYSPARK_PYTHON = os.environ.get("PYSPARK_PYTHON")  # the user's choice, be
 
 def driver_address(master: str) -> str:
     """The address the executors reach this driver at: 127.0.0.1 for local masters; for
-    spark://HOST:PORT, the local address of the route to HOST (SPARK_LOCAL_IP overrides)."""
+    spark://HOST:PORT, the local address of the route to HOST (a non-loopback SPARK_LOCAL_IP overrides)."""
     if not master.startswith("spark://"):
         return "127.0.0.1"
-    if os.environ.get("SPARK_LOCAL_IP") and not _LOOPBACK_SET_HERE:
-        return os.environ["SPARK_LOCAL_IP"]
+    chosen = os.environ.get("SPARK_LOCAL_IP", "")
+    # a loopback address (set by a local session here or in a parent process) is never reachable from a cluster
+    if chosen and not _LOOPBACK_SET_HERE and not chosen.startswith("127.") and chosen != "::1":
+        return chosen
     import socket
 
     host, _, port = master[len("spark://") :].split(",")[0].rpartition(":")

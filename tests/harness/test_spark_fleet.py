@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -79,8 +80,10 @@ def test_a_local_spark_fleet_gives_each_seed_its_one_process_verdict(tmp_path: P
 
 
 def _kraftwerk(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    # as a user's shell would start it: not with the Spark settings a local session in this process exported
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_LOCAL_IP", "PYSPARK_PYTHON")}
     return subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "harness.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env
     )
 
 
@@ -141,3 +144,15 @@ def test_explore_and_analyze_on_a_two_worker_cluster_of_containers(tmp_path: Pat
         down = _kraftwerk("spark", "down", "--name", name)
     assert down.returncode == 0, down.stderr
     assert _leftovers(name) == []
+
+
+def test_a_cluster_driver_never_binds_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loopback SPARK_LOCAL_IP (a local session's, here or in a parent process) would leave executors on
+    other hosts unable to call back: the driver takes the address of its route to the master instead."""
+    from checkers.pipeline.job import driver_address
+
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    assert driver_address("local[2]") == "127.0.0.1"
+    assert not driver_address("spark://192.0.2.1:7077").startswith("127.")  # TEST-NET-1: routed, never sent to
+    monkeypatch.setenv("SPARK_LOCAL_IP", "10.1.2.3")
+    assert driver_address("spark://192.0.2.1:7077") == "10.1.2.3"  # a user's choice stands
