@@ -149,8 +149,10 @@ def test_explore_and_analyze_on_a_two_worker_cluster_of_containers(tmp_path: Pat
 def test_a_cluster_driver_never_binds_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
     """A loopback SPARK_LOCAL_IP (a local session's, here or in a parent process) would leave executors on
     other hosts unable to call back: the driver takes the address of its route to the master instead."""
+    from checkers.pipeline import job
     from checkers.pipeline.job import driver_address
 
+    monkeypatch.setattr(job, "_LOOPBACK_SET_HERE", False)  # as in a process that opened no local session
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
     assert driver_address("local[2]") == "127.0.0.1"
     assert not driver_address("spark://192.0.2.1:7077").startswith("127.")  # TEST-NET-1: routed, never sent to
