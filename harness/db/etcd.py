@@ -40,6 +40,7 @@ from typing import Any
 
 from harness.backends.base import Host
 from harness.control.base import ControlError, DaemonSpec
+from harness.db.daemons import PidfileDaemons
 from harness.db.etcd_http import HttpConnection, NotSent, get_json
 from harness.db.nodes import merge_events
 from harness.db.protocol import ClusterNotReady, EnvSource
@@ -87,7 +88,7 @@ def _value(raw: str | None) -> Any:
     return None if raw is None else json.loads(base64.b64decode(raw))
 
 
-class EtcdDB:
+class EtcdDB(PidfileDaemons):
     """An etcd cluster on a set of hosts (named n<id>), as a harness.db.protocol.DB."""
 
     api = "kv"  # the client API it serves (the register workload)
@@ -199,28 +200,9 @@ class EtcdDB:
         on_hosts(self.hosts, lambda h: h.control.start_daemon(self.spec(h)))
         self._start_polling()
 
-    def start(self, name: str) -> int | None:
-        h = self.by_name[name]
-        return h.control.start_daemon(self.spec(h))
-
-    def kill(self, name: str) -> int | None:
-        h = self.by_name[name]
-        return h.control.kill_daemon(self.pidfile(h))
-
-    def pause(self, name: str) -> int | None:
-        h = self.by_name[name]
-        return h.control.pause_daemon(self.pidfile(h))
-
-    def resume(self, name: str) -> int | None:
-        h = self.by_name[name]
-        return h.control.resume_daemon(self.pidfile(h))
-
     def stop_all(self, timeout: float = 10.0) -> None:
         self._stop_polling()
         on_hosts(self.hosts, lambda h: h.control.stop_daemon(self.pidfile(h), timeout=timeout))
-
-    def running(self) -> dict[str, bool]:
-        return on_hosts(self.hosts, lambda h: h.control.daemon_status(self.pidfile(h)).running)
 
     def __enter__(self) -> EtcdDB:
         self.start_all()

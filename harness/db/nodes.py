@@ -36,6 +36,7 @@ from typing import Any
 import nodes
 from harness.backends.base import Host
 from harness.control.base import ControlError, DaemonSpec
+from harness.db.daemons import PidfileDaemons
 from harness.db.nodes_transport import NodesTransport
 from harness.db.protocol import ClusterNotReady, EnvSource
 from harness.nemesis.real_common import on_hosts
@@ -201,7 +202,7 @@ class PartitionLeaderError(LookupError):
         self.bad_input = bad_input
 
 
-class NodeDB:
+class NodeDB(PidfileDaemons):
     """Our nodes as a DB (harness.db.protocol.DB): configure, start, watch, stop and collect the node
     processes of a set of hosts (named n<id>)."""
 
@@ -334,24 +335,6 @@ class NodeDB:
     def start_all(self) -> None:
         self._started = True
         on_hosts(self.hosts, lambda h: h.control.start_daemon(self.spec(h)))
-
-    def start(self, name: str) -> int | None:
-        """Start one node again (same node.properties and data); its pid."""
-        h = self.by_name[name]
-        return h.control.start_daemon(self.spec(h))
-
-    def kill(self, name: str) -> int | None:
-        """SIGKILL one node (and wait until it is gone); the pid it had, None if it was not running."""
-        h = self.by_name[name]
-        return h.control.kill_daemon(self.pidfile(h))
-
-    def pause(self, name: str) -> int | None:
-        h = self.by_name[name]
-        return h.control.pause_daemon(self.pidfile(h))
-
-    def resume(self, name: str) -> int | None:
-        h = self.by_name[name]
-        return h.control.resume_daemon(self.pidfile(h))
 
     def signal(self, name: str, sig: int) -> int | None:
         h = self.by_name[name]
@@ -510,9 +493,6 @@ class NodeDB:
         for name in leaders.values():
             counts[name] = counts.get(name, 0) + 1
         return max(leaders.values(), key=lambda n: counts[n])
-
-    def running(self) -> dict[str, bool]:
-        return on_hosts(self.hosts, lambda h: h.control.daemon_status(self.pidfile(h)).running)
 
     # ------------------------------------------------------------------ blocking probes (no event loop)
     def describe_now(self, name: str, timeout: float = 1.0) -> dict[str, Any] | None:
