@@ -65,12 +65,23 @@ def run_one(index: int, spec_doc: dict[str, Any], store: str, keep: str, batch: 
     from harness.simrun import simulate, store_run
     from harness.store import new_run
 
+    marks = Path(store) / ".fleet" / batch
+    marks.mkdir(parents=True, exist_ok=True)
+    mark, claim = marks / f"{index}.json", marks / f"{index}.claim"
+    # Spark runs a task again when an attempt fails or its executor is lost: a run the lost attempt
+    # finished is kept, one it left half-written is removed, so each index is stored exactly once
+    if mark.exists():
+        return RunRow.from_json(json.loads(mark.read_text(encoding="utf-8")))
+    if claim.exists():
+        shutil.rmtree(claim.read_text(encoding="utf-8"), ignore_errors=True)
+        claim.unlink()
     spec = TestSpec.from_json(spec_doc)
     started = time.monotonic()
     checked = simulate(spec)
     run_dir: Path | None = None
     if keep == "all" or checked.valid is False:
         run_dir = new_run(store, spec.name or f"{spec.workload}-sim")
+        claim.write_text(str(run_dir), encoding="utf-8")
         test = {**spec.to_json(), **checked.sim.workload_options, "argv": sys.argv[:1], "fleet-batch": batch}
         store_run(run_dir, checked, test)
     row = RunRow(
@@ -84,11 +95,11 @@ def run_one(index: int, spec_doc: dict[str, Any], store: str, keep: str, batch: 
         wall_seconds=time.monotonic() - started,
         host=socket.gethostname(),
     )
-    marks = Path(store) / ".fleet" / batch
-    marks.mkdir(parents=True, exist_ok=True)
     tmp = marks / f".{index}.tmp"
     tmp.write_text(json.dumps(row.to_json()), encoding="utf-8")
-    os.replace(tmp, marks / f"{index}.json")
+    os.replace(tmp, mark)
+    with contextlib.suppress(FileNotFoundError):
+        claim.unlink()
     return row
 
 

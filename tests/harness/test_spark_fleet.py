@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from harness.commands.explore import run as run_explore
-from harness.fleet import run_fleet
+from harness.fleet import run_fleet, run_one
 from harness.spec import TestSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +62,22 @@ def test_runs_in_one_process_report_every_invalid_seed(tmp_path: Path, capsys: p
     invalid = [line for line in err.splitlines() if line.startswith("INVALID seed")]
     assert code == (1 if invalid else 0)
     assert not (tmp_path / ".fleet").exists()  # the progress rows are gone with the batch
+
+
+def test_a_task_run_again_stores_each_run_once(tmp_path: Path) -> None:
+    """Spark runs a task again when an attempt failed or its executor was lost: a run the lost
+    attempt finished is not stored twice, and one it left half-written is replaced."""
+    doc = TestSpec(seed=7, time_limit=2.0, name="again").to_json()
+    store = str(tmp_path)
+    first = run_one(0, doc, store, "all", "b1")
+    assert run_one(0, doc, store, "all", "b1") == first
+    half = tmp_path / "again" / "half-written"
+    half.mkdir()
+    (tmp_path / ".fleet" / "b1" / "1.claim").write_text(str(half))  # an attempt died after new_run
+    second = run_one(1, doc, store, "all", "b1")
+    assert not half.exists() and second.run_dir is not None and Path(second.run_dir).is_dir()
+    runs = [d for d in (tmp_path / "again").iterdir() if d.name != "latest"]
+    assert sorted(map(str, runs)) == sorted([first.run_dir, second.run_dir])
 
 
 @pytest.mark.slow
