@@ -12,6 +12,9 @@
   sequence), so a batch retried after a newer one was appended is appended twice.
 * ``commit-stale-generation``: the group coordinator accepts an offset commit from a fenced
   generation or an unknown member (``group_coordinator.py``).
+* ``coordinator-no-reload``: a broker that becomes leader of a ``__consumer_offsets`` partition
+  serves its groups at once from an empty cache instead of replaying the partition's log first,
+  so the groups' committed offsets (and generations) are lost when a coordinator moves.
 * ``lazy-flush`` (shared with the raft core): partition-log writes count as replicated and are
   acknowledged before they are flushed; flushes run only every ``lazy_flush_interval_ms``.
 """

@@ -47,6 +47,7 @@ from .partition import Role
 from .topic_partition import TopicPartition
 
 COMMIT_STALE_GENERATION = "commit-stale-generation"
+COORDINATOR_NO_RELOAD = "coordinator-no-reload"
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"
 _WRITE_TIMEOUT_MS = 5_000
@@ -688,6 +689,10 @@ class GroupCoordinator:
                     sync(gm.SyncGroupResponse(BrokerError.NOT_COORDINATOR))
 
     def _load(self, index: int, n: int, p: Any) -> None:
+        if COORDINATOR_NO_RELOAD in self.bugs:
+            # serves at once from an empty cache: the groups and offsets in the log are not read
+            self.loads[index] = _Load(p.leader_epoch, 0)
+            return
         self.loads[index] = _Load(p.leader_epoch, p.leo)
         for batch in p.log.batches:
             try:

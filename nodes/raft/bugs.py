@@ -29,7 +29,8 @@ RAFT_BUGS = frozenset(
 )
 KV_BUGS = frozenset({STALE_READ})
 BROKER_BUGS = frozenset({"hw-from-leader", "no-truncate", "stale-leader-produce", "dedup-window-1"})
-GROUP_BUGS = frozenset({"commit-stale-generation"})  # the group coordinator's (nodes/broker/group_coordinator.py)
+# the group coordinator's (nodes/broker/group_coordinator.py)
+GROUP_BUGS = frozenset({"commit-stale-generation", "coordinator-no-reload"})
 SKIP_CRC = "skip-crc"
 STORAGE_BUGS = frozenset({SKIP_CRC})
 ALL_BUGS = RAFT_BUGS | KV_BUGS | BROKER_BUGS | GROUP_BUGS | STORAGE_BUGS

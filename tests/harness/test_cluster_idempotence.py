@@ -303,4 +303,4 @@ def test_confluent_kafka(cluster: tuple[Path, dict[str, Any]], idempotence: bool
         lost = sorted(acked - set(read_back(bootstrap, topic, acked)))
         assert lost == [], f"{len(lost)} acknowledged values lost from the log, e.g. {lost[:5]}"
         missed = sorted(acked - set(read))
-        assert missed == [], f"{len(missed)} acknowledged values never reached the librdkafka consumer, e.g. {missed[:5]}"
+        assert missed == [], f"{len(missed)} acknowledged values never reached the librdkafka consumer: {missed[:5]}"

@@ -1,6 +1,7 @@
 """The queue workload with --sub-via subscribe in the simulator: consumers in a group (rebalances,
 crashes, commits) stay valid under every nemesis, runs are deterministic, and the seeded bug
-commit-stale-generation (the coordinator takes commits from fenced generations) is caught."""
+commit-stale-generation (the coordinator takes commits from fenced generations) and
+coordinator-no-reload (a new coordinator serves without reading its log) are caught."""
 
 from __future__ import annotations
 
@@ -58,6 +59,15 @@ def test_commit_stale_generation_is_caught() -> None:
     bad = verdict["queue"]["bad-anomaly-types"]
     assert bad and set(bad) <= {"commit-regression", "stale-generation-commit"}, bad
     assert run(11, time_limit=30)["valid"] is True  # the same seed without the bug
+
+
+def test_coordinator_no_reload_is_caught() -> None:
+    # a coordinator that moves serves from an empty cache: commits and generations start over
+    verdict = run(1, time_limit=30, bugs=["coordinator-no-reload"])  # caught on 11 of seeds 1-14
+    assert verdict["valid"] is False
+    bad = verdict["queue"]["bad-anomaly-types"]
+    assert bad and set(bad) <= {"commit-regression", "stale-generation-commit"}, bad
+    assert run(1, time_limit=30)["valid"] is True
 
 
 @pytest.mark.slow

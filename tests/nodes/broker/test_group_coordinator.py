@@ -188,6 +188,21 @@ def test_commits_survive_the_coordinators_crash(seed: int) -> None:
     assert c.violations == [] and c.fatal == {}
 
 
+def test_coordinator_no_reload_bug_loses_commits_when_the_coordinator_moves() -> None:
+    c = ready(bugs=("coordinator-no-reload",))
+    node = coordinator(c)
+    a = join_once(c, node)
+    sync(c, node, a, [(a.member_id, b"all")])
+    assert commit(c, node, a.generation, a.member_id, 41) is E.NONE
+    assert fetched(c, node).offsets[0].offset == 41
+    c.crash(node)
+    new = coordinator(c)
+    assert new != node
+    assert fetched(c, new).offsets[0].offset == -1  # the commit is in its log, but it never read it
+    hb = c.request(new, "group_call", gm.HeartbeatRequest(GROUP, a.generation, a.member_id))
+    assert hb.error is E.UNKNOWN_MEMBER_ID  # nor the group's members
+
+
 def test_clients_cannot_write_the_offsets_topic() -> None:
     c = ready()
     node = coordinator(c)
