@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .producer_state import ProducerBatch
+from .producer_state import ProducerBatch, TxnMarker
 
 _LEN = struct.Struct(">I")
 _HEAD = struct.Struct(">Iqiiq")  # crc, base_offset, leader_epoch, record_count, max_timestamp
@@ -36,12 +36,13 @@ class NewBatch:
     """What a producer sends for one partition: the batch bytes and how many records they hold.
     ``max_timestamp`` (ms, -1 if unknown) serves ListOffsets by timestamp. ``producer``: the
     idempotent producer's fields when the caller knows them and ``data`` is not a v2 record
-    batch (the simulator); else they are read from ``data`` (``producer_state.producer_of``)."""
+    batch (the simulator), or a :class:`~nodes.broker.producer_state.TxnMarker` for a transaction
+    marker; else they are read from ``data`` (``producer_state.producer_of`` / ``marker_of``)."""
 
     data: bytes
     record_count: int
     max_timestamp: int = -1
-    producer: ProducerBatch | None = field(default=None, compare=False)
+    producer: ProducerBatch | TxnMarker | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +55,7 @@ class Batch:
     leader_epoch: int
     data: bytes
     max_timestamp: int = -1
-    producer: ProducerBatch | None = field(default=None, compare=False)
+    producer: ProducerBatch | TxnMarker | None = field(default=None, compare=False)
 
     @property
     def last_offset(self) -> int:

@@ -78,8 +78,8 @@ class FetchPartition:
 @dataclass(frozen=True, slots=True)
 class FetchRecordsRequest:
     """A consumer (``replica_id`` -1) or follower (``replica_id`` = its broker id, with its
-    ``broker_epoch``) fetch. ``isolation_level`` 0 read_uncommitted, 1 read_committed (same
-    visible end here: there are no transactions)."""
+    ``broker_epoch``) fetch. ``isolation_level`` 0 read_uncommitted (a consumer reads up to the
+    high watermark), 1 read_committed (up to the last stable offset)."""
 
     partitions: tuple[FetchPartition, ...]
     replica_id: int = CONSUMER_REPLICA_ID
@@ -95,7 +95,9 @@ class FetchRecordsRequest:
 class FetchedPartition:
     """``diverging_epoch`` is ``(epoch, end_offset)`` (KIP-320); ``current_leader`` is
     ``(leader_id, leader_epoch)`` as this broker knows it, on leadership errors.
-    ``log_end_offset`` is filled for follower fetches (the leader's LEO)."""
+    ``log_end_offset`` is filled for follower fetches (the leader's LEO).
+    ``aborted_transactions``: for a read_committed consumer fetch, the ``(producer id, first
+    offset)`` of each aborted transaction with records in the range served (None otherwise)."""
 
     partition: TopicPartition
     error: BrokerError
@@ -106,6 +108,7 @@ class FetchedPartition:
     diverging_epoch: tuple[int, int] | None = None
     current_leader: tuple[int | None, int] | None = None
     log_end_offset: int = -1
+    aborted_transactions: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +123,8 @@ class FetchRecordsResponse:
 
 @dataclass(frozen=True, slots=True)
 class ListOffsetsPartition:
-    """``timestamp`` -2 earliest, -1 latest (the high watermark), else ms."""
+    """``timestamp`` -2 earliest, -1 latest (the high watermark; the last stable offset for
+    read_committed), else ms."""
 
     partition: TopicPartition
     timestamp: int

@@ -1,5 +1,6 @@
-"""One partition replica on this broker: its log, role, high watermark and, while leading, the
-followers' fetch state and the ISR rules (KRAFT.md §3.2/§3.3; Kafka's ``Partition``/``Replica``).
+"""One partition replica on this broker: its log, role, high watermark, last stable offset and,
+while leading, the followers' fetch state and the ISR rules (KRAFT.md §3.2/§3.3/§7; Kafka's
+``Partition``/``Replica``).
 
 Pure state: the replica manager turns what these methods report into effects and messages.
 """
@@ -102,7 +103,8 @@ class Partition:
 
     @property
     def producers(self) -> ProducerStateManager:
-        """The idempotent producers' state, rebuilt from the log after a role change or truncation."""
+        """The idempotent producers' state and their open and aborted transactions, rebuilt from
+        the log after a role change or truncation."""
         if self._producers is None:
             window, lenient = self.producer_window
             self._producers = ProducerStateManager(window, lenient)
@@ -114,6 +116,12 @@ class Partition:
     @property
     def leo(self) -> int:
         return self.log.end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """LSO: the HW, or the first offset of the earliest open transaction if that is lower."""
+        first = self.producers.first_unstable_offset()
+        return self.hw if first is None else min(self.hw, first)
 
     def durable_end(self, lazy: bool) -> int:
         """The end offset this replica may count as replicated: flushed, or all with lazy-flush."""

@@ -20,6 +20,18 @@ the new leader as long as that leader's log has it. The producer fields come fro
 :attr:`~nodes.broker.batch.NewBatch.producer` when the caller set it (the simulator), else from the
 v2 record-batch header in the data (:func:`producer_of`).
 
+**Transactions, partition side** (KIP-98; Kafka's ``ProducerStateManager`` ongoing transactions
+and ``TransactionIndex``). A transactional batch (attributes bit 4) opens a transaction for its
+producer at its first offset unless one is already open; a control batch (bit 5) carrying an end
+marker (:class:`TxnMarker`: one record whose key is ``version int16 | type int16``, 0 ABORT, 1
+COMMIT) closes it. An aborted transaction is remembered as :class:`AbortedTxn` ``(producer id,
+first offset, marker offset)`` so a read_committed fetch can list the ones overlapping what it
+serves; the earliest open transaction's first offset bounds the last stable offset
+(:meth:`ProducerStateManager.first_unstable_offset`). A marker whose producer epoch is older than
+the producer's current one is refused with INVALID_PRODUCER_EPOCH, as an idempotent or
+transactional batch is; a newer one becomes the producer's epoch. All of this is rebuilt from the
+log with the sequence state.
+
 Seeded bug ``dedup-window-1``: only the last batch is retained, and a batch before it that is not
 recognised as a duplicate is taken for a producer whose older state is gone and accepted, so a
 retried older batch is appended a second time.
@@ -27,19 +39,28 @@ retried older batch is appended a second time.
 
 from __future__ import annotations
 
+import bisect
 import struct
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ..kafka.records import Record, RecordBatch, RecordError, decode_batch, encode_batch
 from .errors import BrokerError
 
 __all__ = [
+    "ABORT",
     "BATCHES_TO_RETAIN",
+    "COMMIT",
+    "AbortedTxn",
     "Duplicate",
     "ProducerBatch",
     "ProducerEntry",
     "ProducerStateManager",
+    "TxnMarker",
+    "is_control",
+    "marker_bytes",
+    "marker_of",
     "producer_of",
 ]
 
@@ -49,6 +70,13 @@ _V2_HEADER = 61
 _LENGTH_OVERHEAD = 12  # base offset (8) and batch length (4) are not counted in the batch length
 _PRODUCER = struct.Struct(">qhi")  # producer id, producer epoch, base sequence at byte 43
 _CONTROL_BIT = 0x20
+_TRANSACTIONAL_BIT = 0x10
+_MARKER_KEY = struct.Struct(">hh")  # control record key: version, type
+
+ABORT = 0
+"""Control record type of an abort marker."""
+COMMIT = 1
+"""Control record type of a commit marker."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +87,7 @@ class ProducerBatch:
     producer_epoch: int
     base_sequence: int
     record_count: int
+    transactional: bool = False
 
     @property
     def last_sequence(self) -> int:
@@ -70,6 +99,8 @@ def producer_of(batch: object) -> ProducerBatch | None:
     id (or a control batch). Explicit fields win; else the data is read as a v2 record batch."""
     explicit = getattr(batch, "producer", None)
     if explicit is not None:
+        if isinstance(explicit, TxnMarker):
+            return None
         return explicit if explicit.producer_id >= 0 and explicit.base_sequence >= 0 else None
     data = batch.data  # type: ignore[attr-defined]
     if len(data) < _V2_HEADER or data[16] != 2:
@@ -84,7 +115,92 @@ def producer_of(batch: object) -> ProducerBatch | None:
     if pid < 0 or seq < 0:
         return None
     (count,) = struct.unpack_from(">i", data, 57)
-    return ProducerBatch(pid, epoch, seq, max(1, count))
+    return ProducerBatch(pid, epoch, seq, max(1, count), bool(attributes & _TRANSACTIONAL_BIT))
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """An end-of-transaction marker (a control batch): the producer's transaction ends, committed
+    (``control_type`` :data:`COMMIT`) or aborted (:data:`ABORT`)."""
+
+    producer_id: int
+    producer_epoch: int
+    control_type: int
+    coordinator_epoch: int = 0
+
+    @property
+    def commit(self) -> bool:
+        return self.control_type == COMMIT
+
+
+def marker_of(batch: object) -> TxnMarker | None:
+    """The end marker a ``Batch`` or ``NewBatch`` carries, or None. An explicit
+    :class:`TxnMarker` in ``producer`` wins; else a v2 control batch with a producer id is
+    decoded: its first record's key is ``version int16 | type int16`` (types other than ABORT and
+    COMMIT, and undecodable control batches, are not markers)."""
+    explicit = getattr(batch, "producer", None)
+    if explicit is not None:
+        return explicit if isinstance(explicit, TxnMarker) else None
+    data = batch.data  # type: ignore[attr-defined]
+    if len(data) < _V2_HEADER or data[16] != 2:
+        return None
+    (attributes,) = struct.unpack_from(">h", data, 21)
+    if not attributes & _CONTROL_BIT:
+        return None
+    try:
+        decoded = decode_batch(data)
+    except RecordError:
+        return None
+    if decoded.producer_id < 0 or not decoded.records:
+        return None
+    key, value = decoded.records[0].key, decoded.records[0].value
+    if key is None or len(key) < _MARKER_KEY.size:
+        return None
+    _version, kind = _MARKER_KEY.unpack_from(key)
+    if kind not in (ABORT, COMMIT):
+        return None
+    coordinator_epoch = struct.unpack_from(">i", value, 2)[0] if value is not None and len(value) >= 6 else 0
+    return TxnMarker(decoded.producer_id, decoded.producer_epoch, kind, coordinator_epoch)
+
+
+def marker_bytes(marker: TxnMarker, timestamp: int) -> bytes:
+    """The v2 control batch a partition leader appends for ``marker`` (Kafka's end transaction
+    marker): transactional and control attributes, no sequence, one record whose key is
+    ``version 0 | type`` and value ``version 0 | coordinator epoch``."""
+    record = Record(
+        0,
+        0,
+        _MARKER_KEY.pack(0, marker.control_type),
+        struct.pack(">hi", 0, marker.coordinator_epoch),
+    )
+    batch = RecordBatch(
+        attributes=_CONTROL_BIT | _TRANSACTIONAL_BIT,
+        last_offset_delta=0,
+        base_timestamp=timestamp,
+        max_timestamp=timestamp,
+        producer_id=marker.producer_id,
+        producer_epoch=marker.producer_epoch,
+        records=[record],
+    )
+    return encode_batch(batch)
+
+
+def is_control(batch: object) -> bool:
+    """A control batch: an explicit :class:`TxnMarker`, or a v2 batch with attributes bit 5."""
+    explicit = getattr(batch, "producer", None)
+    if explicit is not None:
+        return isinstance(explicit, TxnMarker)
+    data = batch.data  # type: ignore[attr-defined]
+    return len(data) >= _V2_HEADER and data[16] == 2 and bool(data[22] & _CONTROL_BIT)
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """An aborted transaction: its producer, its first offset and the offset of its marker."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +250,8 @@ class ProducerStateManager:
         self.window = window
         self.lenient = lenient  # dedup-window-1: a batch before the retained one is accepted
         self.producers: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        self.aborted: list[AbortedTxn] = []  # in marker offset order
 
     def __len__(self) -> int:
         return len(self.producers)
@@ -141,10 +259,17 @@ class ProducerStateManager:
     def rebuild(self, batches: Iterable[object]) -> None:
         """Forget everything and replay ``batches`` (a log, oldest first)."""
         self.producers = {}
+        self.ongoing = {}
+        self.aborted = []
         for batch in batches:
+            base = batch.base_offset  # type: ignore[attr-defined]
             info = producer_of(batch)
             if info is not None:
-                self._update(self.producers, info, batch.base_offset, batch.base_offset + batch.record_count - 1)  # type: ignore[attr-defined]
+                self.appended(info, base, base + batch.record_count - 1)  # type: ignore[attr-defined]
+                continue
+            marker = marker_of(batch)
+            if marker is not None:
+                self.marker_appended(marker, base)
 
     def validate(self, infos: Sequence[ProducerBatch | None]) -> BrokerError | Duplicate | None:
         """Judge one partition's batches from a client, in order: an error for the whole append, a
@@ -173,6 +298,43 @@ class ProducerStateManager:
         """A batch validated by :meth:`validate` was appended at these offsets."""
         if info is not None:
             self._update(self.producers, info, first_offset, last_offset)
+            if info.transactional and info.producer_id not in self.ongoing:
+                self.ongoing[info.producer_id] = first_offset
+
+    # ------------------------------------------------------------------ transactions
+
+    def validate_marker(self, marker: TxnMarker) -> BrokerError | None:
+        """INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch, else None."""
+        entry = self.producers.get(marker.producer_id)
+        if entry is not None and marker.producer_epoch < entry.epoch:
+            return BrokerError.INVALID_PRODUCER_EPOCH
+        return None
+
+    def marker_appended(self, marker: TxnMarker, offset: int) -> None:
+        """A marker validated by :meth:`validate_marker` was appended at ``offset``: the
+        producer's open transaction (if any; else the marker alone) ends there."""
+        pid = marker.producer_id
+        entry = self.producers.get(pid)
+        if entry is None:
+            self.producers[pid] = ProducerEntry(pid, marker.producer_epoch, deque(maxlen=self.window))
+        elif marker.producer_epoch > entry.epoch:
+            entry.epoch = marker.producer_epoch
+            entry.batches.clear()
+        first = self.ongoing.pop(pid, offset)
+        if not marker.commit:
+            self.aborted.append(AbortedTxn(pid, first, offset))
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the earliest open transaction, None when none is open."""
+        return min(self.ongoing.values()) if self.ongoing else None
+
+    def aborted_between(self, start: int, end: int) -> tuple[AbortedTxn, ...]:
+        """Aborted transactions with records in ``[start, end)``: marker at or after ``start``,
+        first offset before ``end`` (Kafka's ``collectAbortedTransactions``)."""
+        if start >= end or not self.aborted:
+            return ()
+        lo = bisect.bisect_left(self.aborted, start, key=lambda a: a.last_offset)
+        return tuple(a for a in self.aborted[lo:] if a.first_offset < end)
 
     # ------------------------------------------------------------------ rules
 

@@ -1,8 +1,9 @@
-"""ReplicaManager: the broker's partitions — produce (``append_records``), fetch
-(``fetch_messages``), ``list_offsets``, the leader's high watermark and ISR rules, the delayed
-operations, partition-log flushing, and roles driven by the committed metadata
-(KRAFT.md §3; Kafka's ``ReplicaManager``/``Partition``). Sans-IO: everything goes out through
-the :class:`~nodes.broker.host.BrokerHost`.
+"""ReplicaManager: the broker's partitions — produce (``append_records``, including transaction
+markers from the coordinator origin), fetch (``fetch_messages``; read_committed up to the last
+stable offset with the aborted transactions), ``list_offsets``, the leader's high watermark and
+ISR rules, the delayed operations, partition-log flushing, and roles driven by the committed
+metadata (KRAFT.md §3 and §7; Kafka's ``ReplicaManager``/``Partition``). Sans-IO: everything goes
+out through the :class:`~nodes.broker.host.BrokerHost`.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from .messages import (
     ProduceResponse,
 )
 from .partition import Partition, PendingIsr, Role
-from .producer_state import Duplicate, producer_of
+from .producer_state import Duplicate, TxnMarker, is_control, marker_of, producer_of
 from .purgatory import Purgatory
 from .topic_partition import TopicPartition
 
@@ -257,6 +258,9 @@ class ReplicaManager:
                 epoch = max(p.led_epoch or 0, p.log.latest_epoch or 0)
             infos = [producer_of(b) for b in pp.batches]
             verdict = p.producers.validate(infos) if any(infos) else None
+            markers = self._markers(p, pp, request.origin)
+            if isinstance(markers, BrokerError):
+                verdict = markers
             if isinstance(verdict, BrokerError):
                 statuses[pp.partition] = ProduceStatus(-1, -1, verdict, done=True)
                 continue
@@ -266,6 +270,9 @@ class ReplicaManager:
             batches = p.append_as_leader(pp.batches, epoch)
             for info, batch in zip(infos, batches, strict=True):
                 p.producers.appended(info, batch.base_offset, batch.last_offset)
+            for marker, batch in zip(markers or (), batches, strict=False):
+                if marker is not None:
+                    p.producers.marker_appended(marker, batch.base_offset)
             self.host.emit(AppendPartitionLog(p.tp, batches))
             self.request_flush(p)
             statuses[p.tp] = ProduceStatus(batches[0].base_offset, p.leo)
@@ -289,6 +296,22 @@ class ReplicaManager:
         check = self._produce_check(acks)
         op = DelayedProduce(now + max(0, request.timeout_ms) * MS, statuses, check, done)
         self.produce_purgatory.try_complete_else_watch(op, [tp for tp, s in statuses.items() if not s.done])
+
+    @staticmethod
+    def _markers(p: Partition, pp: ProducePartition, origin: str) -> list[TxnMarker | None] | BrokerError | None:
+        """Transaction markers among ``pp``'s batches (None if there are none): only the
+        coordinator origin may write control batches (else INVALID_RECORD), and a marker older
+        than its producer's epoch is INVALID_PRODUCER_EPOCH."""
+        if not any(is_control(b) for b in pp.batches):
+            return None
+        if origin != COORDINATOR_ORIGIN:
+            return BrokerError.INVALID_RECORD  # Kafka: clients may not append control batches
+        markers = [marker_of(b) for b in pp.batches]
+        for marker in markers:
+            error = p.producers.validate_marker(marker) if marker is not None else None
+            if error is not None:
+                return error
+        return markers
 
     def _produce_precheck(self, pp: ProducePartition, acks: int) -> BrokerError:
         tp = pp.partition
@@ -391,24 +414,30 @@ class ReplicaManager:
         if error is not BrokerError.NONE or p is None:
             return FetchedPartition(tp, error, current_leader=self._current_leader(tp))
         leo_extra = p.leo if follower else -1
+        committed = not follower and request.isolation_level == 1
+        lso = p.hw if follower else p.last_stable_offset
         if fp.last_fetched_epoch is not None:
             epoch, end = p.log.end_offset_for_epoch(fp.last_fetched_epoch)
             if epoch < fp.last_fetched_epoch or end < fp.fetch_offset:
                 # KIP-320 / Fetch v12; the follower's fetch state is NOT updated (KAFKA-13141)
-                return FetchedPartition(tp, BrokerError.NONE, p.hw, p.hw, 0, (), (epoch, end), None, leo_extra)
+                return FetchedPartition(tp, BrokerError.NONE, p.hw, lso, 0, (), (epoch, end), None, leo_extra)
         if fp.fetch_offset < 0 or fp.fetch_offset > p.leo:
-            return FetchedPartition(tp, BrokerError.OFFSET_OUT_OF_RANGE, p.hw, p.hw, 0, log_end_offset=leo_extra)
+            return FetchedPartition(tp, BrokerError.OFFSET_OUT_OF_RANGE, p.hw, lso, 0, log_end_offset=leo_extra)
         if follower and update:
             remote = p.remotes[request.replica_id]
             remote.update(fp.fetch_offset, self.host.now, p.leo, request.broker_epoch)
             if p.pending_isr is None and p.may_join_isr(request.replica_id, self._eligible):
                 self._request_isr(p, (*p.isr, request.replica_id))
             self._leader_progress(p)
-        limit = p.leo if follower else p.hw
+        limit = p.leo if follower else lso if committed else p.hw
         batches = p.log.read(fp.fetch_offset, limit, max(0, min(fp.max_bytes, budget)))
         if budget <= 0 and batches:
             batches = ()
-        return FetchedPartition(tp, BrokerError.NONE, p.hw, p.hw, 0, batches, None, None, leo_extra)
+        aborted = None
+        if committed:
+            end = batches[-1].next_offset if batches else fp.fetch_offset
+            aborted = tuple((a.producer_id, a.first_offset) for a in p.producers.aborted_between(fp.fetch_offset, end))
+        return FetchedPartition(tp, BrokerError.NONE, p.hw, lso, 0, batches, None, None, leo_extra, aborted)
 
     def _fetch_ready(self, request: FetchRecordsRequest, hws: Mapping[TopicPartition, int]) -> bool:
         follower = request.replica_id >= 0
@@ -426,7 +455,11 @@ class ReplicaManager:
                     return True  # a diverging epoch appeared
             if follower and p.hw != hws.get(tp, p.hw):
                 return True  # followers learn a new HW promptly
-            accumulated += p.log.bytes_between(fp.fetch_offset, p.leo if follower else p.hw)
+            if follower:
+                limit = p.leo
+            else:
+                limit = p.last_stable_offset if request.isolation_level == 1 else p.hw
+            accumulated += p.log.bytes_between(fp.fetch_offset, limit)
         return accumulated >= request.min_bytes
 
     # ------------------------------------------------------------------ list offsets
@@ -441,15 +474,16 @@ class ReplicaManager:
                 continue
             p = self.partitions[tp]
             not_available = p.hw < p.epoch_start_offset
+            visible = p.last_stable_offset if request.isolation_level == 1 else p.hw
             if lp.timestamp == EARLIEST_TIMESTAMP:
                 out.append(ListedOffset(tp, BrokerError.NONE, -1, 0, p.log.epoch_for_offset(0) or p.leader_epoch))
             elif lp.timestamp == LATEST_TIMESTAMP:
                 if not_available:
                     out.append(ListedOffset(tp, BrokerError.OFFSET_NOT_AVAILABLE))
                 else:
-                    out.append(ListedOffset(tp, BrokerError.NONE, -1, p.hw, p.leader_epoch))
+                    out.append(ListedOffset(tp, BrokerError.NONE, -1, visible, p.leader_epoch))
             elif lp.timestamp >= 0:
-                found = p.log.offset_for_timestamp(lp.timestamp, p.hw)
+                found = p.log.offset_for_timestamp(lp.timestamp, visible)
                 if found is not None:
                     ts, offset = found
                     out.append(ListedOffset(tp, BrokerError.NONE, ts, offset, p.log.epoch_for_offset(offset)))

@@ -19,9 +19,12 @@ OffsetForLeaderEpoch 0-4).
   FETCH_SESSION_ID_NOT_FOUND). Every fetch is a consumer fetch (replicas replicate over the
   controller listener, ``brokerwire.py``), reading up to the high watermark; stored batches are
   sent with their offsets and leader epoch stamped in (:func:`~nodes.kafka.records.stamp_batch`).
-  ``last_stable_offset`` is the high watermark (no transactions). v12 carries
+  A read_committed fetch reads up to the last stable offset and gets the aborted transactions
+  overlapping what it is served (``aborted_transactions``, v4+); ``last_stable_offset`` (v4+)
+  is the HW while no transaction is open. v12 carries
   ``diverging_epoch`` and, on leadership errors, ``current_leader``.
-* **ListOffsets**: -2 earliest, -1 latest (the high watermark), or a timestamp; -3 (max
+* **ListOffsets**: -2 earliest, -1 latest (the high watermark; the last stable offset for
+  read_committed, which also bounds a timestamp lookup), or a timestamp; -3 (max
   timestamp, v7) is answered INVALID_REQUEST.
 * **Metadata**: registered, unfenced brokers with their advertised client listener; the raft
   leader as controller; partitions with leader (-1 and LEADER_NOT_AVAILABLE while leaderless),
@@ -204,6 +207,10 @@ def stamped_records(batches: Sequence[Batch]) -> list[bytes]:
     return [stamp_batch(b.data, b.base_offset, b.leader_epoch) for b in batches]
 
 
+def _aborted(r: bm.FetchedPartition) -> list[kp.AbortedTransaction]:
+    return [kp.AbortedTransaction(pid, first) for pid, first in r.aborted_transactions or ()]
+
+
 def fetch_response(req: kp.FetchRequest, resp: bm.FetchRecordsResponse, version: int) -> kp.FetchResponse:
     """Kafka FetchResponse: the core's results (one per requested partition, in order) grouped
     like the request's topics."""
@@ -230,7 +237,7 @@ def fetch_response(req: kp.FetchRequest, resp: bm.FetchRecordsResponse, version:
                     log_start_offset=r.log_start_offset,
                     diverging_epoch=diverging,
                     current_leader=leader,
-                    aborted_transactions=[] if read_committed else None,
+                    aborted_transactions=_aborted(r) if read_committed else None,
                     preferred_read_replica=-1,
                     records=stamped_records(r.batches) if r.batches else b"",
                 )

@@ -151,6 +151,24 @@ def test_fetch_maps_epochs_and_stamps_stored_batches() -> None:
             assert p1.diverging_epoch is None and fenced.current_leader is None
 
 
+def test_fetch_carries_the_lso_and_the_aborted_transactions() -> None:
+    """read_committed gets the core's aborted list (v4+); read_uncommitted a null one."""
+    tp = TopicPartition("t", 0)
+    core = bm.FetchRecordsResponse(
+        (bm.FetchedPartition(tp, BrokerError.NONE, 9, 3, 0, aborted_transactions=((7, 0), (8, 2))),)
+    )
+    for isolation, expected in ((1, [(7, 0), (8, 2)]), (0, None)):
+        req = kp.FetchRequest(
+            replica_id=-1, isolation_level=isolation, topics=[kp.FetchTopic("t", [kp.FetchPartition(0, -1, 0)])]
+        )
+        for version in (4, 12):
+            resp = kp.FetchResponse.decode(ka.fetch_response(req, core, version).encode(version), version)
+            p = resp.responses[0].partitions[0]
+            assert (p.high_watermark, p.last_stable_offset) == (9, 3)
+            got = p.aborted_transactions
+            assert (None if got is None else [(a.producer_id, a.first_offset) for a in got]) == expected
+
+
 def test_fetch_sessions_are_refused() -> None:
     assert ka.fetch_session_error(kp.FetchRequest(session_id=0, session_epoch=-1), 7) is None
     assert ka.fetch_session_error(kp.FetchRequest(session_id=0, session_epoch=0), 12) is None
