@@ -4,7 +4,8 @@ default is off) produce to a 3-partition, replication-factor-3 topic on `kraftwe
 --backend local --nodes 3`; a consumer then reads every partition back: each acknowledged value
 exactly once, nothing duplicated (librdkafka's producers are read by a librdkafka consumer that
 runs through the fault, and checks its positions with OffsetForLeaderEpoch after the leader
-change). Two faults mid-produce:
+change). Both consumers are read_committed (librdkafka's default), so they read up to the last
+stable offset: with no transactions, the high watermark. Two faults mid-produce:
 
 * the leader of partition 0 is SIGKILLed (its unacknowledged batches are retried on the new
   leader, which rebuilt the producers' state from its log), then restarted;
@@ -73,7 +74,9 @@ def create_topic(bootstrap: str, name: str) -> None:
 def read_back(bootstrap: str, topic: str, want: set[bytes]) -> list[bytes]:
     """Every value in every partition (assign + seek to the beginning), until every value of ``want``
     was read and then a quiet second, or 60 s."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, request_timeout_ms=10_000)
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, request_timeout_ms=10_000, isolation_level="read_committed"
+    )
     parts = [TopicPartition(topic, p) for p in range(PARTITIONS)]
     try:
         consumer.assign(parts)
@@ -115,6 +118,7 @@ class LibrdkafkaReader:
                 "bootstrap.servers": bootstrap,
                 "group.id": f"idem-{topic}",
                 "enable.auto.commit": False,
+                "isolation.level": "read_committed",  # librdkafka's default, stated: reads up to the LSO
                 "debug": "protocol",
                 "logger": log,
             }
