@@ -213,8 +213,8 @@ def offsets(r):
     return [b.base_offset for b in r.batches]
 
 
-def latest(h, isolation):
-    request = ListOffsetsRequest((ListOffsetsPartition(TP, -1),), isolation_level=isolation)
+def latest(h, isolation, timestamp=-1):
+    request = ListOffsetsRequest((ListOffsetsPartition(TP, timestamp),), isolation_level=isolation)
     return h.rm.list_offsets(request).partitions[0].offset
 
 
@@ -222,7 +222,7 @@ def test_lso_held_by_an_open_transaction_and_read_committed_stops_there():
     h = single()
     assert produce(h, NewBatch(b"1", 1)).error is E.NONE  # offset 0: plain
     assert produce(h, v2(7, 0, "a", "b")).error is E.NONE  # 1-2: transaction of 7 opens at 1
-    assert produce(h, NewBatch(b"3", 1)).error is E.NONE  # 3: plain, after the open transaction
+    assert produce(h, NewBatch(b"3", 1, 100)).error is E.NONE  # 3: plain, after the open transaction
     assert (h.p.hw, h.p.last_stable_offset) == (4, 1)
     r = result(fetch(h, 0))
     assert offsets(r) == [0] and (r.high_watermark, r.last_stable_offset, r.aborted_transactions) == (4, 1, ())
@@ -230,6 +230,7 @@ def test_lso_held_by_an_open_transaction_and_read_committed_stops_there():
     u = result(fetch(h, 0, isolation=0))  # read_uncommitted reads to the HW, reports the LSO
     assert offsets(u) == [0, 1, 3] and u.last_stable_offset == 1 and u.aborted_transactions is None
     assert (latest(h, 0), latest(h, 1)) == (4, 1)
+    assert (latest(h, 0, timestamp=50), latest(h, 1, timestamp=50)) == (3, -1)  # 3 is above the LSO
     # a read_committed fetch parked at the LSO wakes when the commit marker moves it
     parked = fetch(h, 1, max_wait_ms=5_000)
     assert parked == []
