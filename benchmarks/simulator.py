@@ -240,10 +240,16 @@ def cost(trees: list[Path], seeds: int, time_limit: float, repeats: int, callgri
     print()
 
 
-# The same cases in every tree compared: (seed, workload, bugs); each run's history, events and invariants digests
+# The same cases in every tree compared: (seed, workload, bugs); each run's history, events and invariants
+# digests. Like _COST_CHILD, it runs in trees from before and after the simulator took the TestSpec.
 _DIGEST_CHILD = """
 import hashlib, json, sys
-from harness.sim.cluster import SimOptions, Simulation
+from harness.sim.cluster import Simulation
+try:
+    from harness.sim.cluster import SimOptions
+except ImportError:  # a tree whose simulator takes the TestSpec (bugs as a tuple)
+    from harness.spec import TestSpec
+    SimOptions = lambda bugs, **kw: TestSpec(bugs=tuple(bugs), **kw)
 cases, limit = json.loads(sys.argv[1]), float(sys.argv[2])
 for seed, workload, bugs in cases:
     r = Simulation(SimOptions(seed=seed, workload=workload, time_limit=limit, bugs=bugs)).run()
