@@ -8,7 +8,7 @@ original (unshrunk) failing schedule is replayed the same way. Prints a markdown
 attempt is stored under --store, and the replay outputs go to --store/<bug>-*.log.
 
 Usage: .venv/bin/python benchmarks/real_replay.py [--bugs a,b] [--times 5] [--all] [--shrink-budget 90s]
-       [--fsync-delay MS] [--observable] [--robust K|M/K] [--no-original]
+       [--shrink-max-runs N] [--fsync-delay MS] [--observable] [--robust K|M/K] [--no-original]
 """
 
 from __future__ import annotations
@@ -78,7 +78,14 @@ def main() -> None:
     parser.add_argument(
         "--no-original", action="store_true", help="do not replay the original schedule when the minimal one fails"
     )
-    parser.add_argument("--shrink-budget", default="90s")
+    parser.add_argument("--shrink-budget", default="90s", help="shrink --budget (wall time; default 90s)")
+    parser.add_argument(
+        "--shrink-max-runs",
+        default=None,
+        metavar="N",
+        help="shrink --max-runs N (a run budget, the same minimal schedule on any machine; with "
+        "--shrink-budget, whichever ends first)",
+    )
     parser.add_argument("--time-limit", type=float, default=20.0, help="seconds per explored run (default 20)")
     parser.add_argument("--store", default="/tmp/kraftwerk-real-replay")
     parser.add_argument("--robust", default="1", metavar="K|M/K", help="shrink --robust K or M/K (default 1)")
@@ -94,7 +101,9 @@ def main() -> None:
     print(f"machine: {platform.node()} — {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"load at start: {uptime()}")
     print(
-        f"explore: {args.time_limit:g} s runs from seed 0 (budget 2m); shrink budget {args.shrink_budget}; "
+        f"explore: {args.time_limit:g} s runs from seed 0 (budget 2m); shrink budget {args.shrink_budget}"
+        + (f", --max-runs {args.shrink_max_runs}" if args.shrink_max_runs else "")
+        + "; "
         f"docker replays: up to {args.times} attempts"
         + (f", --fsync-delay {args.fsync_delay}" if args.fsync_delay else "")
         + (", explore/shrink --observable" if args.observable else "")
@@ -103,7 +112,7 @@ def main() -> None:
     )
     print(
         "| bug | simulator anomaly class | minimal: faults / ops / nodes / clients / seconds "
-        "| simulator timings failing | minimal on docker | original on docker |"
+        "| simulator timings failing (shrink: runs / s) | minimal on docker | original on docker |"
     )
     print("|---|---|---|---|---|---|")
     for bug in args.bugs.split(","):
@@ -135,6 +144,7 @@ def main() -> None:
                 argparse.Namespace(
                     run_dir=str(run),
                     budget=args.shrink_budget,
+                    max_runs=args.shrink_max_runs,
                     quiet=True,
                     observable=args.observable,
                     robust=args.robust,
@@ -143,6 +153,7 @@ def main() -> None:
         s = json.loads(out.getvalue().strip().splitlines()[-1])
         a = s["after"]
         timings = f"{s['robust-hits']} of {s['robust']}" if "robust-hits" in s else "—"
+        timings += f" ({s['runs']} runs / {s['seconds']:.0f} s)"
         minimal_on = replay(
             run / "minimal", store / "docker", store / f"{bug}-minimal.log", args.times, args.all, args.fsync_delay
         )
