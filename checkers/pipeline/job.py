@@ -127,11 +127,20 @@ PACKAGES = ("checkers", "harness", "nodes", "workloads")
 
 
 def ship_packages(spark: Any, directory: str | os.PathLike[str] | None = None) -> Path:
-    """Zip kraftwerk's packages (sources only) and add them to the executors' Python path (addPyFile)."""
+    """Zip kraftwerk's packages (sources only) and add them to the executors' Python path (addPyFile).
+
+    Without `directory` the zip goes to a temporary directory removed when this process exits (the
+    driver serves the file to executors as they start, so it must outlive the session's set-up)."""
+    import atexit
+    import shutil
     import zipfile
 
     root = Path(__file__).resolve().parents[2]
-    folder = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="kraftwerk-ship-"))
+    if directory is not None:
+        folder = Path(directory)
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="kraftwerk-ship-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
     path = folder / "kraftwerk-packages.zip"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
         for package in PACKAGES:

@@ -174,3 +174,28 @@ def test_a_cluster_driver_never_binds_loopback(monkeypatch: pytest.MonkeyPatch) 
     assert not driver_address("spark://192.0.2.1:7077").startswith("127.")  # TEST-NET-1: routed, never sent to
     monkeypatch.setenv("SPARK_LOCAL_IP", "10.1.2.3")
     assert driver_address("spark://192.0.2.1:7077") == "10.1.2.3"  # a user's choice stands
+
+
+def test_the_shipped_packages_zip_is_removed_when_the_driver_exits(tmp_path: Path) -> None:
+    """Every cluster session zips kraftwerk's packages for its executors; a nightly driver must not leave
+    one temporary directory per session behind. The zip lives until the process exits (executors
+    fetch it as they start), then goes."""
+    program = (
+        "import sys, zipfile\n"
+        "from checkers.pipeline.job import ship_packages\n"
+        "class Context:\n"
+        "    def addPyFile(self, path): self.added = path\n"
+        "class Session:\n"
+        "    sparkContext = Context()\n"
+        "session = Session()\n"
+        "path = ship_packages(session)\n"
+        "assert session.sparkContext.added == str(path)\n"
+        "assert 'harness/fleet.py' in zipfile.ZipFile(path).namelist()\n"
+        "print(path)\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    shipped = Path(done.stdout.strip())
+    assert shipped.parent.parent == tmp_path  # it was made where we look
+    assert not shipped.parent.exists()
