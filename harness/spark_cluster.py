@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 LABEL = "org.kraftwerk.spark"
+STORE_LABEL = "org.kraftwerk.spark.store"  # on the master: the store whose `.spark/` the cluster's config is in
 MASTER_PORT = 7077
 UI_PORT = 8080
 LOG4J = """\
@@ -170,7 +171,7 @@ def up(
             name=master_host,
             hostname=master_host,
             network=network.name,
-            labels=labels,
+            labels={**labels, STORE_LABEL: str(store_path)},
             environment=env,
             volumes=mounts,
             detach=True,
@@ -241,12 +242,16 @@ def _wait_for_workers(client: Any, name: str, master_ip: str, workers: int, time
 
 
 def down(name: str = "kwspark") -> list[str]:
-    """Remove `name`'s containers and network; the names removed (nothing is an empty list)."""
+    """Remove `name`'s containers and network, and the config `up` wrote into the store; the names
+    removed (nothing is an empty list)."""
     client = _client()
     removed = []
     for c in client.containers.list(all=True, filters={"label": f"{LABEL}={name}"}):
+        store = c.labels.get(STORE_LABEL)
         c.remove(force=True)
         removed.append(c.name)
+        if store:
+            shutil.rmtree(Path(store) / ".spark", ignore_errors=True)
     for n in client.networks.list(filters={"label": f"{LABEL}={name}"}):
         n.remove()
         removed.append(n.name)

@@ -160,6 +160,7 @@ def test_explore_and_analyze_on_a_two_worker_cluster_of_containers(tmp_path: Pat
         down = _kraftwerk("spark", "down", "--name", name)
     assert down.returncode == 0, down.stderr
     assert _leftovers(name) == []
+    assert not (store / ".spark").exists()  # the cluster's config, written into the store by `spark up`
 
 
 def test_a_cluster_driver_never_binds_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
