@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodes.broker.batch import encode_batch, recover_batches, scan_beyond
+from nodes.broker.batch import encode_batch, recover_batches, repair_mark, scan_beyond
 from nodes.raft import encode_record, recover
 
 
@@ -95,7 +95,20 @@ class Disk:
 
 
 class BatchDisk(Disk):
-    """A partition log on disk: batches, truncated at batch boundaries by offset."""
+    """A partition log on disk: batches, truncated at batch boundaries by offset. ``repair_to`` is the
+    runtime's ``.repair`` sidecar: the offset a log that lost a range had reached, kept (across
+    crashes) until a start finds the log back there (``batch.repair_mark``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.repair_to: int | None = None
+
+    def recover(self, check_crc: bool = True) -> tuple[list[Any], Any]:
+        """As :meth:`Disk.recover`; the second item is ``repair_to`` (None: the log is whole)."""
+        items, seen = super().recover(check_crc)
+        end = items[-1].next_offset if items else 0
+        self.repair_to = repair_mark(end, seen, self.repair_to)
+        return items, self.repair_to
 
     @staticmethod
     def encode(item: Any) -> bytes:

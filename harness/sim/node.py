@@ -117,8 +117,12 @@ class SimNode:
         if persisted is not self.disk.quorum_state:
             self.disk.persist_quorum_state(persisted)
         if self.partitions:
-            logs = {tp: d.recover(check_crc)[0] for tp, d in self.partitions.items()}
-            self.apply(self.core.start(now, persisted, log, logs, mono=self.sched.now))  # type: ignore[call-arg]
+            recovered = {tp: d.recover(check_crc) for tp, d in self.partitions.items()}
+            logs = {tp: batches for tp, (batches, _) in recovered.items()}
+            # partition logs that lost a range: reported with the registration (as the runtime driver)
+            damaged = sorted(tp for tp, (_, repair_to) in recovered.items() if repair_to is not None)
+            start = self.core.start
+            self.apply(start(now, persisted, log, logs, mono=self.sched.now, damaged=damaged))  # type: ignore[call-arg]
         else:
             self.apply(self.core.start(now, persisted, log, mono=self.sched.now))
 

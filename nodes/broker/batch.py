@@ -10,7 +10,8 @@ not cover them). On disk each batch is framed as::
 
 ``length`` counts the bytes after it; ``crc`` is the CRC-32 of everything after it.
 :func:`recover_batches` stops at the first torn or corrupt frame, like the raft log's recovery;
-:func:`scan_beyond` says whether intact batches followed the cut (a damaged batch inside the log).
+:func:`scan_beyond` says whether intact batches followed the cut (a damaged batch inside the log);
+:func:`repair_mark` keeps that offset until the log has reached it again.
 """
 
 from __future__ import annotations
@@ -150,3 +151,13 @@ def scan_beyond(data: bytes, pos: int, expected: int) -> int | None:
                 continue
         pos += 1
     return best
+
+
+def repair_mark(end: int, seen: int | None, mark: int | None) -> int | None:
+    """The offset a recovered partition log must reach again before its replica counts as whole:
+    the furthest of ``seen`` (from :func:`scan_beyond`: this recovery cut a damaged range) and the
+    ``mark`` an earlier recovery left, or None once the log (ending at ``end``) has got there.
+    Kept on disk until then, so a broker that stops again before its damage report is committed
+    reports it again."""
+    reached = max((x for x in (seen, mark) if x is not None), default=None)
+    return reached if reached is not None and reached > end else None

@@ -13,9 +13,21 @@ partition with no change of its own in flight, what the partition should look li
   (leader epoch + 1); with none, the partition has no leader (epoch + 1) — unless unclean
   election is enabled, which picks the first eligible replica and makes it the whole ISR.
 
+Eligible leader replicas (KIP-966): the leader holds the high watermark while the ISR is below
+``min.insync.replicas``, so members that leave the ISR then still hold every committed record.
+They are kept in the partition's ELR until the ISR is back at ``min.insync.replicas``; when the
+ISR is empty (below) the first eligible ELR member is elected and becomes the ISR.
+
 A broker that registers (re-registers after a restart) starts fenced with a new broker epoch,
 so the rules above move its leaderships away (bumping the epoch) before it is unfenced: it is
-unfenced only once it heartbeats having applied its own registration and leads nothing.
+unfenced only once it heartbeats having applied its own registration and leads nothing. A
+registration that names partitions whose log was found damaged at start-up (a range lost,
+records beyond it intact) also takes the broker out of their ISR and ELR, in the same batch,
+even where it is the last ISR member: its log may lack committed records, so it must not lead
+them again until it has caught up from a leader and rejoined the ISR. The partition stays
+leaderless (an empty ISR) until an ELR member can lead, or for good without one — unless unclean
+election is enabled. (KIP-966 does this for every partition of a broker that shut down
+uncleanly; here the broker knows which logs were damaged.)
 """
 
 from __future__ import annotations
@@ -133,11 +145,18 @@ class Controller:
             return
         if req.broker_id in self.pending_brokers:
             return  # a change for this broker is in flight; the broker retries
+        damaged = self._damage_changes(req.broker_id, req.damaged)
+        if damaged is None:
+            reply(BrokerError.OPERATION_NOT_ATTEMPTED)  # a damaged partition has a change in flight: retry
+            return
         epoch = self._next_offset()
         self.pending_brokers.add(req.broker_id)
+        tps = {c.tp for c in damaged}
+        self.pending_partitions |= tps
 
         def done(error: BrokerError) -> None:
             self.pending_brokers.discard(req.broker_id)
+            self.pending_partitions -= tps
             self._dirty = True
             now_reg = self.host.image.brokers.get(req.broker_id)
             if error is BrokerError.NONE and now_reg is not None and now_reg.broker_epoch == epoch:
@@ -147,7 +166,24 @@ class Controller:
                 reply(BrokerError.NOT_CONTROLLER)
 
         record = RegisterBrokerRecord(req.broker_id, epoch, req.incarnation, req.host, req.port)
-        self._append((record,), done)
+        self._append((record, *damaged), done)
+
+    def _damage_changes(
+        self, broker_id: int, damaged: tuple[TopicPartition, ...]
+    ) -> list[PartitionChangeRecord] | None:
+        """The changes that take ``broker_id`` out of the ISR and ELR of every partition in
+        ``damaged`` (None: one of them has a change in flight)."""
+        changes = []
+        for tp in sorted(set(damaged)):
+            state = self.host.image.partition(tp)
+            if state is None or (broker_id not in state.isr and broker_id not in state.elr):
+                continue
+            if tp in self.pending_partitions:
+                return None
+            change = self._desired(tp, state, frozenset((broker_id,)))
+            if change is not None:
+                changes.append(change)
+        return changes
 
     def on_allocate_producer_ids(self, src: int, req: AllocateProducerIdsRequest, ctx: Any) -> None:
         """Hand the broker the next block of producer ids: a ProducerIdsRecord through raft, answered
@@ -257,24 +293,54 @@ class Controller:
             return self.config.unclean_leader_election_enable
         return parse_bool("unclean.leader.election.enable", value)
 
-    def _desired(self, tp: TopicPartition, state: PartitionState) -> PartitionChangeRecord | None:
-        eligible = self.host.image.is_eligible
-        isr = tuple(r for r in state.isr if eligible(r)) or state.isr
+    def _min_isr(self, topic: str) -> int:
+        value = self.host.image.topic_config(topic, "min.insync.replicas")
+        return int(value) if value is not None else self.config.min_insync_replicas
+
+    def _elr(
+        self, tp: TopicPartition, state: PartitionState, isr: tuple[int, ...], damaged: frozenset[int] = frozenset()
+    ) -> tuple[int, ...]:
+        """The ELR once ``state``'s ISR becomes ``isr``: empty at ``min.insync.replicas`` or above
+        (the high watermark moves again); below it, the old ELR plus the members leaving the ISR,
+        less the new ISR and the ``damaged`` replicas."""
+        if len(isr) >= self._min_isr(tp.topic):
+            return ()
+        keep = (set(state.elr) | set(state.isr)) - set(isr) - damaged
+        return tuple(r for r in state.replicas if r in keep)
+
+    def _desired(
+        self, tp: TopicPartition, state: PartitionState, damaged: frozenset[int] = frozenset()
+    ) -> PartitionChangeRecord | None:
+        """What the partition should look like now; ``damaged`` replicas are neither eligible nor
+        kept in the ISR or ELR, even as the last member."""
+        image = self.host.image
+
+        def eligible(r: int) -> bool:
+            return r not in damaged and image.is_eligible(r)
+
+        members = tuple(r for r in state.isr if r not in damaged)
+        isr = tuple(r for r in members if eligible(r)) or members
         leader = state.leader if state.leader is not None and eligible(state.leader) else None
+        elr: tuple[int, ...] | None = None
         if leader is None:
             candidates = [r for r in state.replicas if r in isr and eligible(r)]
+            from_elr = [r for r in state.replicas if r in state.elr and eligible(r)] if not isr else []
             if candidates:
                 leader = candidates[0]
+            elif from_elr:
+                leader, isr = from_elr[0], (from_elr[0],)
             elif self._unclean(tp.topic):
                 unclean = [r for r in state.replicas if eligible(r)]
                 if unclean:
-                    leader, isr = unclean[0], (unclean[0],)
+                    leader, isr, elr = unclean[0], (unclean[0],), ()
         if leader is not None and leader not in isr:
             isr = (*isr, leader)
-        if isr == state.isr and leader == state.leader:
+        if elr is None:
+            elr = self._elr(tp, state, isr, damaged)
+        if isr == state.isr and leader == state.leader and elr == state.elr:
             return None
         epoch = state.leader_epoch + (1 if leader != state.leader else 0)
-        return PartitionChangeRecord(tp.topic, tp.partition, state.partition_epoch, isr, leader, epoch)
+        return PartitionChangeRecord(tp.topic, tp.partition, state.partition_epoch, isr, leader, epoch, elr)
 
     # ------------------------------------------------------------------ AlterPartition
 
@@ -313,7 +379,13 @@ class Controller:
                 reply(BrokerError.NOT_CONTROLLER)
 
         record = PartitionChangeRecord(
-            tp.topic, tp.partition, state.partition_epoch, new_isr, state.leader, state.leader_epoch
+            tp.topic,
+            tp.partition,
+            state.partition_epoch,
+            new_isr,
+            state.leader,
+            state.leader_epoch,
+            self._elr(tp, state, new_isr),
         )
         self._append((record,), done)
 

@@ -46,6 +46,7 @@ class PartitionState:
     leader: int | None
     leader_epoch: int
     partition_epoch: int
+    elr: tuple[int, ...] = ()  # eligible leader replicas (KIP-966): out of the ISR, yet holding the HW
 
 
 @dataclass(slots=True)
@@ -190,8 +191,8 @@ class MetadataImage:
             topic = self.topics.get(rec.topic)
             if topic is None or rec.partition in topic.partitions or rec.partition < 0:
                 raise _Reject
-            _check_shape(rec.replicas, rec.isr, rec.leader)
-            state = PartitionState(rec.replicas, rec.isr, rec.leader, rec.leader_epoch, rec.partition_epoch)
+            _check_shape(rec.replicas, rec.isr, rec.leader, rec.elr)
+            state = PartitionState(rec.replicas, rec.isr, rec.leader, rec.leader_epoch, rec.partition_epoch, rec.elr)
             self._set_partition(rec.tp, state, undo, changes)
         elif isinstance(rec, PartitionChangeRecord):
             current = self.partition(rec.tp)
@@ -199,8 +200,10 @@ class MetadataImage:
                 raise _Reject
             if rec.leader_epoch < current.leader_epoch:
                 raise _Reject
-            _check_shape(current.replicas, rec.isr, rec.leader)
-            state = PartitionState(current.replicas, rec.isr, rec.leader, rec.leader_epoch, current.partition_epoch + 1)
+            _check_shape(current.replicas, rec.isr, rec.leader, rec.elr)
+            state = PartitionState(
+                current.replicas, rec.isr, rec.leader, rec.leader_epoch, current.partition_epoch + 1, rec.elr
+            )
             self._set_partition(rec.tp, state, undo, changes)
         elif isinstance(rec, ProducerIdsRecord):
             old_next = self.next_producer_id
@@ -216,10 +219,14 @@ class MetadataImage:
             raise _Reject
 
 
-def _check_shape(replicas: tuple[int, ...], isr: tuple[int, ...], leader: int | None) -> None:
+def _check_shape(replicas: tuple[int, ...], isr: tuple[int, ...], leader: int | None, elr: tuple[int, ...]) -> None:
+    """Replicas distinct; ISR and ELR distinct, disjoint subsets of them; the leader in the ISR.
+    The ISR may be empty only without a leader (every member was found damaged)."""
     if not replicas or len(set(replicas)) != len(replicas):
         raise _Reject
-    if not isr or len(set(isr)) != len(isr) or not set(isr) <= set(replicas):
+    if (not isr and leader is not None) or len(set(isr)) != len(isr) or not set(isr) <= set(replicas):
+        raise _Reject
+    if len(set(elr)) != len(elr) or not set(elr) <= set(replicas) or set(elr) & set(isr):
         raise _Reject
     if leader is not None and leader not in isr:
         raise _Reject

@@ -4,7 +4,9 @@ Each BrokerNode instance is one *incarnation* (a number drawn from the node's rn
 registers with the active controller (the raft leader) until the registration is answered,
 then heartbeats every ``broker.heartbeat.interval.ms`` with its broker epoch and how far its
 metadata image has got; a STALE_BROKER_EPOCH answer makes it register again. One request is in
-flight at a time; an unanswered one is given up after ``request.timeout.ms``.
+flight at a time; an unanswered one is given up after ``request.timeout.ms``. Registrations
+name the partitions whose log was found damaged at start-up (``damaged``), so the controller
+takes this broker out of their ISR before it can lead them again.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from .messages import (
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
 )
+from .topic_partition import TopicPartition
 
 RETRY_BACKOFF_MS = 100
 
@@ -36,6 +39,7 @@ class BrokerLifecycle:
         self._inflight_until = 0
         self._next_at = 0  # earliest time for the next request
         self._announced = False  # heartbeat sent since our registration reached our own image
+        self.damaged: tuple[TopicPartition, ...] = ()  # partition logs that lost a range (set at start)
 
     def poll(self, now: int) -> None:
         controller = self.host.controller_id()
@@ -54,7 +58,9 @@ class BrokerLifecycle:
         correlation = self.host.next_correlation()
         if self.epoch is None:
             host, port = self.endpoint
-            message: object = BrokerRegistrationRequest(self.host.node_id, self.incarnation, host, port, correlation)
+            message: object = BrokerRegistrationRequest(
+                self.host.node_id, self.incarnation, host, port, correlation, self.damaged
+            )
         else:
             message = BrokerHeartbeatRequest(self.host.node_id, self.epoch, self.host.image.offset, False, correlation)
         self._inflight, self._inflight_to = correlation, controller

@@ -240,13 +240,17 @@ class CreateTopicsResponse:
 
 @dataclass(frozen=True, slots=True)
 class BrokerRegistrationRequest:
-    """Sent by each broker incarnation (``incarnation`` is new on every start)."""
+    """Sent by each broker incarnation (``incarnation`` is new on every start). ``damaged``: the
+    partitions whose log lost a range to damage found at start-up (records beyond it were intact:
+    the log had reached further); the controller takes the broker out of their ISR and ELR even
+    where it is the last member (KIP-966's unclean-shutdown handling, per partition)."""
 
     broker_id: int
     incarnation: int
     host: str = ""
     port: int = 0
     correlation: int = 0
+    damaged: tuple[TopicPartition, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,8 @@ controller and broker — behind a single sans-IO driver API.
 Driver inputs (``now`` is int ns, as for :class:`~nodes.raft.RaftNode`; each also takes the
 driver's monotonic clock as ``mono``, passed on to the quorum core):
 
-* ``start(now, quorum_state, log, partition_logs)`` — once, with what is on disk;
+* ``start(now, quorum_state, log, partition_logs, damaged=…)`` — once, with what is on disk
+  (``damaged``: partitions whose log lost a range to damage, see ``lifecycle.py``);
 * ``handle(now, src, message, reply_ctx)`` — a raft RPC or a broker message from node ``src``;
 * ``tick(now)`` — when the clock reaches :meth:`BrokerNode.next_deadline`;
 * ``flushed(now, offset)`` — a raft-log ``Flush`` completed;
@@ -208,12 +209,17 @@ class BrokerNode:
         partition_logs: Mapping[TopicPartition, Iterable[Batch]] | None = None,
         *,
         mono: int | None = None,
+        damaged: Iterable[TopicPartition] = (),
     ) -> list[Any]:
-        """Begin from the durable quorum state, raft log and partition logs (all as recovered)."""
+        """Begin from the durable quorum state, raft log and partition logs (all as recovered).
+        ``damaged``: the partitions whose log recovery cut a damaged range (intact records followed
+        it), reported to the controller with the registration."""
         if self._started:
             raise RuntimeError("start() may be called once; make a new BrokerNode to restart")
         self._started = True
         records = list(log)
+
+        self.lifecycle.damaged = tuple(sorted(set(damaged)))
 
         def begin() -> None:
             self.replicas.load(partition_logs or {}, now)

@@ -15,14 +15,17 @@ or nothing). Each record is a JSON object with a ``"type"`` field:
 ``fence-broker``       ``broker_id, broker_epoch``
 ``unfence-broker``     ``broker_id, broker_epoch``
 ``topic``              ``name, topic_id, configs`` (``[[key, value], ...]``)
-``partition``          ``topic, partition, replicas, isr, leader, leader_epoch, partition_epoch``
-``partition-change``   ``topic, partition, expected_partition_epoch, isr, leader, leader_epoch``
+``partition``          ``topic, partition, replicas, isr, leader, leader_epoch, partition_epoch[, elr]``
+``partition-change``   ``topic, partition, expected_partition_epoch, isr, leader, leader_epoch[, elr]``
 ``producer-ids``       ``broker_id, broker_epoch, next_producer_id`` (a block of producer ids
                        handed to a broker: everything below ``next_producer_id`` is taken)
 =====================  ==================================================================
 
-``leader`` is null for "no leader". ``broker_epoch`` is the raft offset of the broker's
-``register-broker`` record, as in KRaft.
+``leader`` is null for "no leader" (then ``isr`` may be empty: every member was found
+damaged). ``elr`` (KIP-966's eligible leader replicas: members that left the ISR while it was
+below ``min.insync.replicas``, so the high watermark has not moved since) is written only when
+not empty. ``broker_epoch`` is the raft offset of the broker's ``register-broker`` record, as in
+KRaft.
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ class PartitionRecord:
     leader: int | None
     leader_epoch: int = 0
     partition_epoch: int = 0
+    elr: tuple[int, ...] = ()
 
     @property
     def tp(self) -> TopicPartition:
@@ -96,6 +100,7 @@ class PartitionChangeRecord:
     isr: tuple[int, ...]
     leader: int | None
     leader_epoch: int
+    elr: tuple[int, ...] = ()
 
     @property
     def tp(self) -> TopicPartition:
@@ -132,7 +137,8 @@ _TYPES: dict[str, type] = {
     "producer-ids": ProducerIdsRecord,
 }
 _NAMES = {cls: name for name, cls in _TYPES.items()}
-_INT_TUPLES = {"replicas", "isr"}
+_INT_TUPLES = {"replicas", "isr", "elr"}
+_OMITTED_WHEN_EMPTY = {"elr"}  # absent from the JSON when empty (older payloads never have it)
 _OPTIONAL_INTS = {"leader"}
 _STRINGS = {"host", "name", "topic_id", "topic"}
 
@@ -153,6 +159,8 @@ def encode_metadata(records: tuple[MetadataRecord, ...] | list[MetadataRecord]) 
         doc: dict[str, Any] = {"type": name}
         for f in fields(record):
             value = getattr(record, f.name)
+            if f.name in _OMITTED_WHEN_EMPTY and not value:
+                continue
             doc[f.name] = [list(kv) for kv in value] if f.name == "configs" else value
         docs.append(doc)
     return _PREFIX + json.dumps(docs, separators=(",", ":"), sort_keys=True).encode()
@@ -181,6 +189,8 @@ def _decode_record(doc: Any) -> MetadataRecord:
     kwargs: dict[str, Any] = {}
     for f in fields(cls):
         if f.name not in doc:
+            if f.name in _OMITTED_WHEN_EMPTY:
+                continue
             raise MetadataError(f"{doc['type']} record lacks {f.name!r}")
         kwargs[f.name] = _field(f.name, doc[f.name])
     return cls(**kwargs)

@@ -189,10 +189,22 @@ class ReplicaManager:
         if controller is None or broker_epoch is None or p.pending_isr is not None:
             return
         ordered = tuple(r for r in p.replicas if r in set(new_isr))
-        correlation = self.host.next_correlation()
-        p.pending_isr = PendingIsr(ordered, p.partition_epoch, self.host.now, correlation)
+        p.pending_isr = PendingIsr(ordered, p.partition_epoch, self.host.now, 0)
+        self._send_isr_request(p, controller, broker_epoch)
+
+    def _send_isr_request(self, p: Partition, controller: int, broker_epoch: int) -> None:
+        pending = p.pending_isr
+        assert pending is not None
+        pending.correlation = self.host.next_correlation()
+        pending.sent_at = self.host.now
         request = AlterPartitionRequest(
-            self.node_id, broker_epoch, p.tp, p.leader_epoch, p.partition_epoch, ordered, correlation
+            self.node_id,
+            broker_epoch,
+            p.tp,
+            p.leader_epoch,
+            pending.partition_epoch,
+            pending.new_isr,
+            pending.correlation,
         )
         self.host.send(controller, request)
 
@@ -203,6 +215,8 @@ class ReplicaManager:
             return
         if response.error is BrokerError.NONE and response.partition_epoch > p.partition_epoch:
             pending.acked = True  # decided; cleared when our image applies that partition epoch
+        elif response.error is BrokerError.NOT_CONTROLLER and pending.is_expand(p.isr):
+            pass  # maybe appended before the controller lost its role: still pending, sent again at the timeout
         else:
             p.pending_isr = None  # refused, or already applied: re-evaluate later
             self._leader_progress(p)
@@ -215,8 +229,15 @@ class ReplicaManager:
                 continue
             pending = p.pending_isr
             if pending is not None and not pending.acked and now - pending.sent_at > timeout:
-                p.pending_isr = None
-                self._leader_progress(p)
+                controller, broker_epoch = self.host.controller_id(), self.host.broker_epoch()
+                if pending.is_expand(p.isr) and controller is not None and broker_epoch is not None:
+                    # the expansion may yet commit: the HW keeps counting the joining replica (maximal
+                    # ISR) until the image decides it, so ask again rather than give up on it
+                    self._send_isr_request(p, controller, broker_epoch)
+                    continue
+                if not pending.is_expand(p.isr):
+                    p.pending_isr = None  # a shrink: dropping it keeps the old, larger ISR counting
+                    self._leader_progress(p)
             if p.pending_isr is not None:
                 continue
             out = p.out_of_sync(now, self.lag_ns)

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import itertools
 import logging
@@ -518,7 +519,14 @@ class NodeDriver:
             sorted(cfg.bugs) or "none",
         )
         if isinstance(self.core, BrokerNode):
-            self._call(self.core.start, persisted, records, partition_logs)
+            # partition logs that lost a range: reported with the registration (controller.py)
+            damaged = self.partitions.damaged()
+            if damaged:
+                self.log.warning(
+                    "partition log(s) %s lost a range: reporting them damaged", ",".join(map(str, damaged))
+                )
+            start = functools.partial(self.core.start, damaged=damaged)
+            self._call(start, persisted, records, partition_logs)
         else:
             self._call(self.core.start, persisted, records)
 

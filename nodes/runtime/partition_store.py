@@ -14,7 +14,11 @@ with its first flush. Each file has a ``.synced`` sidecar (``storage.SyncMark``)
 disk-fault helper. A damaged batch inside the file (a flipped bit: intact batches follow it) is
 cut off with everything after it, so the range is never served; the node fetches it again from
 the partition leader as a follower (a restarted broker is fenced, and out of the ISR, until it
-has caught up). ``check_crc=False`` is the ``skip-crc`` bug: recovery trusts the bytes.
+has caught up). The offset the log had reached is kept in a ``.repair`` sidecar (written durably
+before the cut) until a later start finds the log back there (``batch.repair_mark``); while it
+is there the broker reports the partition damaged when it registers, and the controller takes it
+out of the partition's ISR even as the last member, so it never leads with a log that lacks
+committed records. ``check_crc=False`` is the ``skip-crc`` bug: recovery trusts the bytes.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from ..broker.batch import Batch, encode_batch, recover_batches, scan_beyond
+from ..broker.batch import Batch, encode_batch, recover_batches, repair_mark, scan_beyond
 from ..broker.topic_partition import TopicPartition
 from .storage import StorageError, SyncMark
 
@@ -39,6 +43,7 @@ log = logging.getLogger(__name__)
 PARTITIONS_DIR = "partitions"
 _SUFFIX = ".log"
 _NAME = re.compile(r"(.+)-(\d+)\.log")
+REPAIR_SUFFIX = ".repair"
 
 
 def partition_file_name(tp: TopicPartition) -> str:
@@ -75,6 +80,8 @@ class PartitionLogFile:
         self._held: list[tuple[int, bytes]] = []  # (base offset, frame) not yet written
         self._new = False  # created by us: fsync the directory on the first flush
         self.fsyncs = 0
+        self.repair_path = Path(str(path) + REPAIR_SUFFIX)
+        self.repair_to: int | None = None  # the log lost a range: offset it had reached (see repair_mark)
 
     def open(self) -> list[Batch]:
         """Open (creating it if needed) and recover the valid prefix, cutting a torn tail."""
@@ -83,9 +90,13 @@ class PartitionLogFile:
         try:
             data = _read_all(fd)
             batches, valid = recover_batches(data, check_crc=self.check_crc)
+            end = batches[-1].next_offset if batches else 0
+            seen = scan_beyond(data, valid, end) if valid < len(data) else None
+            self.repair_to = repair_mark(end, seen, self._read_repair_mark())
+            if self.repair_to is not None:
+                self._write_repair_mark(self.repair_to)  # durable before the cut
             if valid < len(data):
                 os.ftruncate(fd, valid)
-                seen = scan_beyond(data, valid, batches[-1].next_offset if batches else 0)
                 log.warning(
                     "%s: cut %d byte(s) of %s; kept %d batch(es) (%d bytes)%s",
                     self.path,
@@ -96,6 +107,8 @@ class PartitionLogFile:
                     f"; will not serve offsets up to {seen}, fetching them again" if seen is not None else "",
                 )
             os.fsync(fd)
+            if self.repair_to is None and self.repair_path.exists():
+                self.repair_path.unlink()  # back where the damage had cut it
             self.synced.open(valid)
         except BaseException:
             os.close(fd)
@@ -108,6 +121,28 @@ class PartitionLogFile:
             pos += len(encode_batch(batch))
         self._size = valid
         return batches
+
+    def _read_repair_mark(self) -> int | None:
+        try:
+            text = self.repair_path.read_text(encoding="ascii").strip()
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StorageError(f"cannot read {self.repair_path}: {exc}") from None
+        if not text.isdigit():
+            raise StorageError(f"{self.repair_path}: not an offset: {text[:40]!r}")
+        return int(text)
+
+    def _write_repair_mark(self, offset: int) -> None:
+        tmp = Path(str(self.repair_path) + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, f"{offset}\n".encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.repair_path)
+        _fsync_dir(self.path.parent)
 
     def _require(self) -> int:
         if self._fd is None:
@@ -201,6 +236,10 @@ class PartitionStore:
     @property
     def fsyncs(self) -> int:
         return sum(f.fsyncs for f in self.files.values())
+
+    def damaged(self) -> list[TopicPartition]:
+        """The partitions whose log lost a range and has not reached its end again (after :meth:`open`)."""
+        return sorted(tp for tp, f in self.files.items() if f.repair_to is not None)
 
     def open(self) -> dict[TopicPartition, list[Batch]]:
         """Recover every partition log found (creating the directory if needed)."""

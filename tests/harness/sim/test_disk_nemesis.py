@@ -11,8 +11,10 @@ import pytest
 from harness.checks import check_run
 from harness.nemesis.schedule import generate
 from harness.sim.cluster import SimPlan, Simulation
+from harness.sim.disk import BatchDisk
 from harness.sim.engine import SECOND
 from harness.spec import TestSpec
+from nodes.broker import Batch
 
 
 def run(seed: int, workload: str = "register", time_limit: float = 15.0, **kw: Any) -> tuple[dict[str, Any], Any]:
@@ -75,6 +77,39 @@ def test_a_flipped_bit_in_a_partition_log_is_cut_and_fetched_again() -> None:
             assert all(mine[o] == theirs[o] for o in common), (tp, i)
             compared += len(common)
     assert compared > 0
+
+
+def test_a_partition_log_that_lost_a_range_stays_damaged_across_crashes_until_fetched_back() -> None:
+    disk = BatchDisk()
+    disk.append(tuple(Batch(base, 2, 1, bytes([base]) * 20, base) for base in (0, 2, 4)))
+    disk.flush()
+    data, synced = disk.image()
+    flipped = bytearray(data)
+    flipped[synced // 2] ^= 0x04  # inside the middle batch: the last one stays intact
+    disk.damaged = bytes(flipped)
+    batches, repair_to = disk.recover()
+    assert [b.base_offset for b in batches] == [0] and repair_to == 6
+    disk.crash()  # down again before the damage report was committed: the mark is on disk
+    assert disk.recover() == (batches, 6)
+    disk.append((Batch(2, 4, 2, b"x" * 20, 2),))  # fetched back to offset 6 from the leader
+    disk.flush()
+    disk.crash()
+    assert disk.recover()[1] is None and disk.repair_to is None
+
+
+def test_a_damaged_last_isr_member_does_not_lead_again() -> None:
+    """Queue seed 29, every nemesis but packet: n1 (t0-0's last ISR member) lost a range of its t0-0
+    log while down; re-elected on it, it made n2 truncate below its high watermark (node-fatal). Now
+    its registration names t0-0 damaged and an eligible leader replica leads instead."""
+    nemeses = ["partition", "kill", "pause", "clock", "disk"]
+    verdict, (sim, _) = run(29, workload="queue", time_limit=20, nemeses=nemeses)
+    assert verdict["valid"] is True, verdict.get("anomaly-types")
+    leaders = [
+        (e["leader_epoch"], e["leader"])
+        for e in sim.events
+        if e.get("type") == "partition-leader" and e.get("partition") == "t0-0" and e["node"] == "n3"
+    ]
+    assert (3, "n3") in leaders, leaders
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

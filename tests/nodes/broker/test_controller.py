@@ -166,6 +166,67 @@ def test_unfence_waits_while_the_broker_still_leads():
     assert not c.host.image.brokers[1].fenced
 
 
+def restart(c, broker, incarnation, damaged=()):
+    """Broker ``broker`` comes back (a new incarnation, maybe naming damaged partition logs) and
+    heartbeats until unfenced; the controller reconciles."""
+    c.ctl.on_registration(broker, BrokerRegistrationRequest(broker, incarnation, damaged=damaged), None)
+    epoch = c.host.image.brokers[broker].broker_epoch
+    for _ in range(3):
+        c.tick(0)
+        c.ctl.on_heartbeat(broker, BrokerHeartbeatRequest(broker, epoch, epoch + 1), None)
+    c.tick(0)
+
+
+def test_a_damaged_last_isr_member_is_not_re_elected_and_the_partition_stays_leaderless():
+    # broker 1, the last ISR member (min ISR 1: nobody else holds what it acknowledged), comes back
+    # with a log that lost a range: out of the ISR at once, and never elected on that log
+    c = Ctl()
+    c.add_partition(isr=(1,))
+    c.tick(1_001)
+    assert (c.state().leader, c.state().isr) == (None, (1,))
+    restart(c, 1, 555, damaged=(TP, TopicPartition("gone", 0)))
+    s = c.state()
+    assert (s.leader, s.isr, s.elr) == (None, (), ())
+    assert not c.host.image.brokers[1].fenced  # it leads nothing: unfenced, a follower once there is a leader
+    # a clean restart of the same broker does not bring it back either: it is no longer an ISR member
+    restart(c, 1, 556)
+    assert (c.state().leader, c.state().isr) == (None, ())
+
+
+def test_a_damaged_last_isr_member_hands_the_partition_to_an_eligible_leader_replica():
+    c = Ctl(config=BrokerConfig(broker_session_timeout_ms=1000, min_insync_replicas=2))
+    c.add_partition()
+    c.ctl.on_alter_partition(1, AlterPartitionRequest(1, epoch_of(1), TP, 0, 0, (1, 2)), None)
+    assert (c.state().isr, c.state().elr) == ((1, 2), ())  # at min ISR: the HW moves, no ELR
+    c.ctl.on_alter_partition(1, AlterPartitionRequest(1, epoch_of(1), TP, 0, 1, (1,)), None)
+    assert (c.state().isr, c.state().elr) == ((1,), (2,))  # below: the HW is held, 2 has all of it
+    c.tick(1_001)  # every broker's session expires
+    assert (c.state().leader, c.state().isr, c.state().elr) == (None, (1,), (2,))
+    restart(c, 1, 555, damaged=(TP,))
+    s = c.state()
+    assert (s.leader, s.isr, s.elr) == (None, (), (2,))  # 2 is still fenced
+    restart(c, 2, 556)
+    s = c.state()
+    assert (s.leader, s.isr, s.elr) == (2, (2,), ())
+    # a clean last member comes back as the leader, as before
+    c.tick(1_001)
+    restart(c, 2, 557)
+    assert (c.state().leader, c.state().isr) == (2, (2,))
+
+
+def test_a_damage_report_waits_for_a_partition_change_in_flight():
+    c = Ctl(auto_commit=False)
+    c.add_partition(isr=(1, 2))
+    c.ctl.on_alter_partition(1, AlterPartitionRequest(1, epoch_of(1), TP, 0, 0, (1, 2, 3)), None)
+    c.ctl.on_registration(2, BrokerRegistrationRequest(2, 555, correlation=4, damaged=(TP,)), None)
+    assert c.replies(BrokerRegistrationResponse) == [BrokerRegistrationResponse(E.OPERATION_NOT_ATTEMPTED, -1, 4)]
+    c.commit()
+    c.ctl.on_registration(2, BrokerRegistrationRequest(2, 555, correlation=5, damaged=(TP,)), None)
+    c.commit()
+    assert c.replies(BrokerRegistrationResponse)[-1].error == E.NONE
+    assert (c.state().leader, c.state().isr) == (1, (1, 3))
+
+
 @pytest.mark.parametrize(
     "change, error",
     [

@@ -25,6 +25,7 @@ from nodes.raft import Record
 TP = TopicPartition("t", 0)
 ids = st.integers(0, 1000)
 id_tuples = st.lists(ids, min_size=1, max_size=4).map(tuple)
+maybe_id_tuples = st.lists(ids, max_size=3).map(tuple)
 records = st.one_of(
     st.builds(RegisterBrokerRecord, ids, ids, st.integers(0, 2**62), st.text(max_size=5), st.integers(0, 65535)),
     st.builds(FenceBrokerRecord, ids, ids),
@@ -35,8 +36,10 @@ records = st.one_of(
         st.text(max_size=8),
         st.lists(st.tuples(st.text(), st.text())).map(tuple),
     ),
-    st.builds(PartitionRecord, st.text(min_size=1), ids, id_tuples, id_tuples, st.none() | ids, ids, ids),
-    st.builds(PartitionChangeRecord, st.text(min_size=1), ids, ids, id_tuples, st.none() | ids, ids),
+    st.builds(
+        PartitionRecord, st.text(min_size=1), ids, id_tuples, id_tuples, st.none() | ids, ids, ids, maybe_id_tuples
+    ),
+    st.builds(PartitionChangeRecord, st.text(min_size=1), ids, ids, id_tuples, st.none() | ids, ids, maybe_id_tuples),
 )
 
 
@@ -100,6 +103,9 @@ def test_image_applies_registration_fencing_topics_and_partition_changes():
         (PartitionChangeRecord("t", 0, 0, (1,), 2, 0),),  # leader outside the ISR
         (PartitionChangeRecord("t", 0, 0, (4,), None, 0),),  # ISR outside the replicas
         (PartitionChangeRecord("t", 0, 0, (1,), 1, -1),),  # leader epoch going down
+        (PartitionChangeRecord("t", 0, 0, (), 1, 1),),  # a leader with an empty ISR
+        (PartitionChangeRecord("t", 0, 0, (1,), 1, 1, (1, 2)),),  # ELR overlapping the ISR
+        (PartitionChangeRecord("t", 0, 0, (1,), 1, 1, (4,)),),  # ELR outside the replicas
         (FenceBrokerRecord(1, 99),),  # another broker epoch
         (TopicRecord("t", "x"),),  # duplicate topic
         (RegisterBrokerRecord(1, 0, 8),),  # broker epoch not newer

@@ -165,3 +165,30 @@ def test_expand_also_needs_the_leader_epoch_start_offset_kafka_7128():
     assert h.host.take_sent(AlterPartitionRequest) == []
     h.fetch(2, replica=3, last_epoch=0)
     assert [r.new_isr for _, r in h.host.take_sent(AlterPartitionRequest)] == [(1, 2, 3)]
+
+
+def test_an_unanswered_expansion_is_asked_again_and_keeps_holding_the_hw():
+    # the controller may commit an expansion whose answer is lost or late: while it can, the HW must not
+    # pass the joining replica's LEO (else it joins the ISR without records below the HW, and may lead)
+    h = Harness(isr=(1, 2))
+    h.produce(1, "a", "b")
+    h.flush()
+    h.fetch(2, replica=2)
+    h.fetch(2, replica=3)  # caught up to the HW: asks to join
+    ((_, first),) = h.host.take_sent(AlterPartitionRequest)
+    assert first.new_isr == (1, 2, 3)
+    h.produce(1, "c")
+    h.flush()
+    h.fetch(3, replica=2)
+    assert h.p.hw == 2  # replica 3, joining, is at 2
+    h.rm.on_alter_partition_response(
+        AlterPartitionResponse(BrokerError.NOT_CONTROLLER, TP, correlation=first.correlation)
+    )  # maybe appended before that controller lost its role
+    h.advance(3_001)  # request.timeout.ms
+    ((_, again),) = h.host.take_sent(AlterPartitionRequest)
+    assert (again.new_isr, again.partition_epoch) == ((1, 2, 3), 0) and again.correlation != first.correlation
+    h.fetch(3, replica=2)
+    assert h.p.hw == 2 and h.p.maximal_isr() == (1, 2, 3)
+    h.change(isr=(1, 2, 3))  # it committed after all
+    h.fetch(3, replica=3)
+    assert h.p.pending_isr is None and h.p.hw == 3
