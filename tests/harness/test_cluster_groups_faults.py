@@ -630,6 +630,8 @@ def test_group_through_leader_and_coordinator_kills(cluster: tuple[Path, str], c
         observer.stop.set()
         for m in members:
             m.stop.set()
+        if producer.thread.is_alive():  # a failure mid-run: the producer flushes before the next test
+            producer.thread.join(150)
         for m in members:
             m.thread.join(60)
         observer.thread.join(30)
