@@ -96,6 +96,7 @@ class Record:
     # (seq, member, session, partitions)
     assignments: list[tuple[int, int, int, frozenset[int]]] = field(default_factory=list)
     failed_commits: list[str] = field(default_factory=list)
+    crashes: list[str] = field(default_factory=list)  # a member's poll raised: the client gave up
     # (seq before the OffsetFetch was sent, seq after its answer, the group's committed offsets)
     fetched: list[tuple[int, int, dict[int, int]]] = field(default_factory=list)
     events: list[tuple[int, str]] = field(default_factory=list)
@@ -186,6 +187,9 @@ class Member:
                 with r.lock:
                     s = next(r.seq)
                     r.commits.extend((s, self.index, p, o) for p, o in sorted(done.items()))
+        except Exception as e:  # the test fails on it (kafka-python raised UnknownBrokerIdError from poll)
+            with self.record.lock:
+                self.record.crashes.append(f"member {self.index}: {e!r}")
         finally:
             self.close()
 
@@ -401,7 +405,8 @@ def group_state(bootstrap: str, group: str, record: Record) -> str:
     except KafkaError as e:
         described = repr(e)
     return (
-        f"group {described}; assignments {record.assignments}; events {record.events};"
+        f"group {described}; crashed members {record.crashes}; assignments {record.assignments};"
+        f" events {record.events};"
         f" failed commits {record.failed_commits[-5:]}; last commits {record.commits[-5:]}"
     )
 
@@ -512,6 +517,7 @@ def judge(record: Record, acked: dict[bytes, tuple[int, int]], final: dict[int, 
         problems.append(f"the group's committed offsets {final} are not the log end offsets {ends}")
     if any(final.get(p, 0) < o for p, o in last.items()):
         problems.append(f"committed offsets went back: recorded {last}, fetched {final}")
+    problems += [f"{c} (the member's poll raised)" for c in record.crashes]
     assert not problems, (
         "\n".join(problems) + f"\n({repeats} repeats allowed; {len(record.failed_commits)} failed commits, e.g."
         f" {record.failed_commits[:3]}; assignments {record.assignments}; events {record.events})"
