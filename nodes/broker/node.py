@@ -559,8 +559,12 @@ class BrokerNode:
             parts = []
             for index in sorted(topic.partitions):
                 s = topic.partitions[index]
-                error = BrokerError.LEADER_NOT_AVAILABLE if s.leader is None else BrokerError.NONE
+                # a leader fenced in the image but not yet moved (the controller commits the fence and the
+                # elections it causes one after the other) is not among the brokers listed: name no leader,
+                # as Kafka does for a leader without a live endpoint, not one the client cannot look up
+                leader = s.leader if s.leader is not None and image.is_eligible(s.leader) else None
+                error = BrokerError.LEADER_NOT_AVAILABLE if leader is None else BrokerError.NONE
                 offline = tuple(r for r in s.replicas if not image.is_eligible(r))
-                parts.append(PartitionMetadata(error, index, s.leader, s.leader_epoch, s.replicas, s.isr, offline))
+                parts.append(PartitionMetadata(error, index, leader, s.leader_epoch, s.replicas, s.isr, offline))
             topics.append(TopicMetadata(BrokerError.NONE, name, topic.topic_id, tuple(parts)))
         return MetadataResponse(brokers, self.controller_id(), tuple(topics))

@@ -3,6 +3,8 @@ created through the quorum, acks=all writes survive the loss of the partition le
 recover partition logs, and the KRAFT.md §3.4 scenarios S1 (acks=1 loss allowed) and S2
 (min ISR 2 refuses instead of losing)."""
 
+from dataclasses import replace
+
 import pytest
 
 from nodes.broker import (
@@ -222,6 +224,22 @@ def test_s2_min_isr_2_refuses_writes_once_the_isr_shrinks_to_one():
     assert c.partition_leader(TP) is None  # the follower is out of the ISR: no clean leader
     meta = c.request(follower, "metadata", MetadataRequest(("t0",)))
     assert meta.topics[0].partitions[0].error == E.LEADER_NOT_AVAILABLE
+
+
+def test_metadata_names_no_leader_that_it_does_not_list_as_a_broker():
+    """Between the controller's fence of a broker and the leader elections that follow it (two commits),
+    a node's image has the partition's leader fenced: Metadata lists only unfenced brokers, so it must
+    not name that leader (kafka-python's fetcher raised UnknownBrokerIdError out of poll())."""
+    c = with_topic()
+    leader = c.partition_leader(TP)
+    other = next(i for i in c.ids if i != leader)
+    image = c.broker(other).image
+    image.brokers[leader] = replace(image.brokers[leader], fenced=True)  # the fence applied, no election yet
+    meta = c.request(other, "metadata", MetadataRequest(("t0",)))
+    assert leader not in {b.node_id for b in meta.brokers}
+    part = meta.topics[0].partitions[0]
+    assert (part.error, part.leader) == (E.LEADER_NOT_AVAILABLE, None)
+    assert leader in part.offline_replicas
 
 
 def test_s2_with_min_isr_1_and_unclean_election_loses_acknowledged_writes():
