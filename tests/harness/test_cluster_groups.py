@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import subprocess
-import sys
 import time
 import warnings
 from collections.abc import Iterator
@@ -21,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from harness import cluster_local
 from nodes.broker.group_coordinator import partition_for
 from nodes.broker.group_messages import OFFSETS_TOPIC
+from tests.harness.local_kafka_cluster import kraftwerk, local_cluster
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -39,24 +37,11 @@ ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 3
 
 
-def kraftwerk(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
-    )
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
-    directory = tmp_path_factory.mktemp("groups-local") / "cluster"
-    try:
-        r = kraftwerk("cluster", "up", "--backend", "local", "--nodes", "3", "--dir", str(directory), timeout=180)
-        assert r.returncode == 0, r.stderr
-        yield directory, json.loads(r.stdout)["bootstrap"]
-    finally:
-        down = kraftwerk("cluster", "down", "--dir", str(directory), "--timeout", "10")
-        if down.returncode != 0 and (directory / "cluster.json").exists():
-            cluster_local.down(directory, timeout=5)
+    with local_cluster(tmp_path_factory.mktemp("groups-local")) as (directory, info):
+        yield directory, info["bootstrap"]
 
 
 def create_topic(bootstrap: str, topic: str) -> None:

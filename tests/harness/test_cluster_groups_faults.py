@@ -30,7 +30,6 @@ member's assignment it came in) and of commits (the offsets the client reports c
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import threading
 import time
@@ -43,10 +42,9 @@ from typing import Any
 
 import pytest
 
-from harness import cluster_local
 from nodes.broker.group_coordinator import partition_for
 from nodes.broker.group_messages import OFFSETS_TOPIC
-from tests.harness.test_cluster_kafka import kraftwerk
+from tests.harness.local_kafka_cluster import kraftwerk, local_cluster
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python's importlib.resources use
@@ -69,15 +67,8 @@ ALL = range(PARTITIONS)
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
-    directory = tmp_path_factory.mktemp("groups-faults") / "cluster"
-    try:
-        r = kraftwerk("cluster", "up", "--backend", "local", "--nodes", "3", "--dir", str(directory), timeout=180)
-        assert r.returncode == 0, r.stderr
-        yield directory, json.loads(r.stdout)["bootstrap"]
-    finally:
-        down = kraftwerk("cluster", "down", "--dir", str(directory), "--timeout", "10")
-        if down.returncode != 0 and (directory / "cluster.json").exists():
-            cluster_local.down(directory, timeout=5)
+    with local_cluster(tmp_path_factory.mktemp("groups-faults")) as (directory, info):
+        yield directory, info["bootstrap"]
 
 
 # -- the record of a run -----------------------------------------------------------------------

@@ -33,7 +33,7 @@ import pytest
 
 from harness import cluster_local
 from harness.db.nodes import describe_at
-from tests.harness.test_cluster_kafka import kraftwerk
+from tests.harness.local_kafka_cluster import kraftwerk, local_cluster
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python's importlib.resources use
@@ -51,15 +51,8 @@ MESSAGES = 400
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, Any]]]:
-    directory = tmp_path_factory.mktemp("idem-local") / "cluster"
-    try:
-        r = kraftwerk("cluster", "up", "--backend", "local", "--nodes", "3", "--dir", str(directory), timeout=180)
-        assert r.returncode == 0, r.stderr
-        yield directory, json.loads(r.stdout)
-    finally:
-        down = kraftwerk("cluster", "down", "--dir", str(directory), "--timeout", "10")
-        if down.returncode != 0 and (directory / "cluster.json").exists():
-            cluster_local.down(directory, timeout=5)
+    with local_cluster(tmp_path_factory.mktemp("idem-local")) as found:
+        yield found
 
 
 def create_topic(bootstrap: str, name: str) -> None:

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
-import sys
 import time
 import warnings
 from collections.abc import Iterator
@@ -21,6 +19,7 @@ import pytest
 from harness import cluster_local, cluster_remote
 from harness.db.nodes import describe_at
 from tests.harness.backends.clusters import node_image  # noqa: F401 - fixture
+from tests.harness.local_kafka_cluster import kraftwerk
 from tests.harness.runner import realtest
 
 with warnings.catch_warnings():
@@ -33,12 +32,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 ROOT = Path(__file__).resolve().parents[2]
 TP = TopicPartition("t", 0)
-
-
-def kraftwerk(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
-    )
 
 
 BACKENDS = [
