@@ -26,19 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from checkers.pipeline.job import log4j_properties
+
 LABEL = "org.kraftwerk.spark"
 STORE_LABEL = "org.kraftwerk.spark.store"  # on the master: the store whose `.spark/` the cluster's config is in
 MASTER_PORT = 7077
 UI_PORT = 8080
-LOG4J = """\
-rootLogger.level = warn
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-"""
+LOG4J = log4j_properties("warn")  # the master's and workers' (mounted into their containers)
 
 Log = Callable[[str], None]
 

@@ -78,18 +78,21 @@ class AnalyzeResult:
 # -- session ---------------------------------------------------------------------------------------
 
 
-_LOG4J = """\
-rootLogger.level = error
+def log4j_properties(level: str) -> str:
+    """Spark's log4j2 configuration: `level` and above, one line each, to stderr."""
+    return f"""\
+rootLogger.level = {level}
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-# the shell level: without it Spark announces that it sets WARN
-logger.repl.name = org.apache.spark.repl.Main
-logger.repl.level = error
+appender.console.layout.pattern = %d{{HH:mm:ss}} %p %c{{1}}: %m%n
 """
+
+
+# the driver's: errors only; and the shell level, without which Spark announces that it sets WARN
+_LOG4J = log4j_properties("error") + "logger.repl.name = org.apache.spark.repl.Main\nlogger.repl.level = error\n"
 
 
 def _quiet_log4j() -> str:
