@@ -90,6 +90,7 @@ from typing import Any
 
 from checkers.errors import InputError
 from checkers.history import History, Operation, freeze
+from checkers.verdict import AnomalyCounts
 
 __all__ = ["ANOMALY_TYPES", "MAX_EXAMPLES", "check_queue"]
 
@@ -141,22 +142,10 @@ def _jkey(k: Any) -> str:
     return k if isinstance(k, str) else str(k)
 
 
-class _Anomalies:
-    def __init__(self) -> None:
-        self.counts: dict[str, int] = {}
-        self.examples: dict[str, list[dict]] = {}
-
-    def add(self, name: str, example: dict) -> None:
-        n = self.counts.get(name, 0)
-        self.counts[name] = n + 1
-        if n < MAX_EXAMPLES:
-            self.examples.setdefault(name, []).append(example)
-
-
 class _QueueChecker:
     def __init__(self, source: str) -> None:
         self.source = source
-        self.found = _Anomalies()
+        self.found = AnomalyCounts(MAX_EXAMPLES)
         # value -> (key, offset | None, type, index, process, line)
         self.sends: dict[Any, tuple] = {}
         # key -> offset -> (value, index): the first value observed at each offset
@@ -544,7 +533,7 @@ class _QueueChecker:
 
         read = self.read
         max_read = self.max_read
-        recovered = _Anomalies()
+        recovered = AnomalyCounts(MAX_EXAMPLES)
         unseen_by_key: dict[str, int] = {}
         for value, (key, offset, typ, index, process, _line) in self.sends.items():
             r = read.get(value)
@@ -594,7 +583,7 @@ class _QueueChecker:
                     recovered.add("recovered", example)
 
         sends = self.sends
-        unsent = _Anomalies()
+        unsent = AnomalyCounts(MAX_EXAMPLES)
         for value, (index, key, offset) in read.items():
             if value not in sends:
                 unsent.add("unsent", {"key": key, "offset": offset, "value": value, "index": index})

@@ -53,6 +53,7 @@ from typing import Any
 
 from checkers.errors import InputError
 from checkers.history import History, Operation, freeze
+from checkers.verdict import AnomalyCounts
 
 __all__ = [
     "ALWAYS_ALLOWED",
@@ -138,22 +139,10 @@ class _Ref(int):
     """An op id in an example, described only when the result is built."""
 
 
-class _Found:
-    def __init__(self) -> None:
-        self.counts: dict[str, int] = {}
-        self.examples: dict[str, list[dict]] = {}
-
-    def add(self, name: str, example: dict) -> None:
-        n = self.counts.get(name, 0)
-        self.counts[name] = n + 1
-        if n < MAX_EXAMPLES:
-            self.examples.setdefault(name, []).append(example)
-
-
 class _Checker:
     def __init__(self, source: str) -> None:
         self.source = source
-        self.found = _Found()
+        self.found = AnomalyCounts(MAX_EXAMPLES)
         self.ops: list[Operation] = []  # txn ops, by id
         self.op_type: list[str] = []
         # value -> (op id, key, offset | None, line)

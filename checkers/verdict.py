@@ -73,3 +73,18 @@ def failing_key(results: dict[str, Any]) -> str | None:
             if isinstance(example, dict) and example.get("partition") is not None:
                 return str(example["partition"])
     return None
+
+
+class AnomalyCounts:
+    """Anomalies found so far: a count per name, and the first `keep` examples of each."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.counts: dict[str, int] = {}
+        self.examples: dict[str, list[dict[str, Any]]] = {}
+
+    def add(self, name: str, example: dict[str, Any]) -> None:
+        n = self.counts.get(name, 0)
+        self.counts[name] = n + 1
+        if n < self.keep:
+            self.examples.setdefault(name, []).append(example)
