@@ -558,8 +558,19 @@ def test_group_through_leader_and_coordinator_kills(cluster: tuple[Path, str], c
             target = len(producer.acked) + n
             wait_for(f"{n} more acknowledgements", lambda: len(producer.acked) >= target)
 
-        def commits_since(seq: int) -> None:
+        def kill_and_restart(node: int, what: str) -> int:
+            """SIGKILL `node`, go on until the group has committed since, then start it again; the
+            kill's event number."""
+            nonlocal down
+            down = node
+            kill(directory, node)
+            seq = record.event(f"killed {what}")
+            progress(STEP)
             wait_for("a commit after the kill", lambda: any(s > seq for s, *_ in record.commits))
+            start(directory, node)
+            down = None
+            record.event(f"restarted {node}")
+            return seq
 
         progress(STEP)
         # 1. the leader of a partition of the topic that is not the coordinator's node
@@ -567,14 +578,7 @@ def test_group_through_leader_and_coordinator_kills(cluster: tuple[Path, str], c
         parts = describe(bootstrap, [topic])
         victim = next((p["leader_id"] for k, p in sorted(parts.items()) if p["leader_id"] != coordinator), None)
         assert victim is not None, f"every partition is led by the coordinator {coordinator}: {parts}"
-        down = victim
-        kill(directory, victim)
-        s = record.event(f"killed partition leader {victim} (coordinator {coordinator})")
-        progress(STEP)
-        commits_since(s)
-        start(directory, victim)
-        down = None
-        record.event(f"restarted {victim}")
+        kill_and_restart(victim, f"partition leader {victim} (coordinator {coordinator})")
         wait_in_sync(bootstrap, [topic, OFFSETS_TOPIC])
         progress(STEP)
         # 2. the group coordinator's node
@@ -582,14 +586,7 @@ def test_group_through_leader_and_coordinator_kills(cluster: tuple[Path, str], c
         offsets_partitions = len(describe(bootstrap, [OFFSETS_TOPIC]))
         leader = describe(bootstrap, [OFFSETS_TOPIC])[(OFFSETS_TOPIC, partition_for(group, offsets_partitions))]
         assert leader["leader_id"] == coordinator, (leader, coordinator)
-        down = coordinator
-        kill(directory, coordinator)
-        s = record.event(f"killed coordinator {coordinator}")
-        progress(STEP)
-        commits_since(s)
-        start(directory, coordinator)
-        down = None
-        record.event(f"restarted {coordinator}")
+        s = kill_and_restart(coordinator, f"coordinator {coordinator}")
         progress(STEP)
         # 3. a member leaves and another joins: every partition is assigned again, from the offsets the
         # new coordinator holds
