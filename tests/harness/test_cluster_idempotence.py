@@ -130,7 +130,14 @@ class LibrdkafkaReader:
         seen: set[bytes] = set()
         # until every acknowledged value was read and then a quiet second: a count would stop early when
         # at-least-once retries put duplicates in the log
-        while time.monotonic() < deadline and (self.want is None or not self.want <= seen or quiet < 4):
+        # ... and then no OffsetForLeaderEpoch request still in flight, for up to 10 s (closing would drop
+        # its answer; one sent to the node that was killed is never answered)
+        done_at: float | None = None
+        while time.monotonic() < deadline:
+            if self.want is not None and self.want <= seen and quiet >= 4:
+                done_at = done_at or time.monotonic()
+                if not self._validating() or time.monotonic() > done_at + 10:
+                    break
             m = self.consumer.poll(0.25)
             quiet = quiet + 1 if m is None else 0
             if m is not None and m.error() is None:
@@ -138,6 +145,11 @@ class LibrdkafkaReader:
                 seen.add(m.value())
                 self.partitions.add(m.partition())
         self.consumer.close()
+
+    def _validating(self) -> bool:
+        lines = list(self.lines.lines)
+        sent = sum("Sent OffsetForLeaderEpochRequest" in line for line in lines)
+        return sent > sum("Received OffsetForLeaderEpochResponse" in line for line in lines)
 
     def finish(self, want: set[bytes]) -> tuple[list[bytes], list[str]]:
         self.want = set(want)
