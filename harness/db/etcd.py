@@ -44,6 +44,7 @@ from harness.db.daemons import PidfileDaemons
 from harness.db.etcd_http import HttpConnection, NotSent, get_json
 from harness.db.nodes import merge_events
 from harness.db.protocol import ClusterNotReady, EnvSource
+from harness.nemesis import clocktrace
 from harness.nemesis.real_common import on_hosts
 from workloads.protocol import Answer, Failure, Reply, Request
 from workloads.register import KvReply, KvRequest
@@ -103,6 +104,7 @@ class EtcdDB(PidfileDaemons):
         env: EnvSource | None = None,
         read: str = "linearizable",
         poll_interval: float = POLL_INTERVAL,
+        clock: bool = False,
     ) -> None:
         if read not in READS:
             raise ValueError(f"--etcd-read must be one of {', '.join(READS)}, got {read!r}")
@@ -114,6 +116,7 @@ class EtcdDB(PidfileDaemons):
         self.env = env
         self.read = read
         self.poll_interval = poll_interval
+        self.clock = clock  # clock faults in the test: members run under clocktrace
         self.partition_logs: dict[str, dict[str, list[dict[str, Any]]]] = {}
         self.binary: dict[str, str] = {}
         self.ids: dict[str, str] = {}  # raft member id (hex) → host name, learnt from each member's own status
@@ -169,10 +172,12 @@ class EtcdDB(PidfileDaemons):
         ]  # fmt: skip
 
     def spec(self, h: Host) -> DaemonSpec:
-        """How to (re)start this host's member (the clock nemesis's environment included)."""
+        """How to (re)start this host's member: under clocktrace when the test has clock faults (it reads the
+        clock nemesis's faketime file, FAKETIME_TIMESTAMP_FILE of the nemesis's environment)."""
         env = dict(self.env(h)) if self.env is not None else {}
         env.pop("KRAFTWERK_BIND_ADDRESS", None)  # the local backend's hint for Python nodes
-        return DaemonSpec(self.argv(h), pidfile=self.pidfile(h), logfile=self.logfile(h), cwd=h.workdir, env=env)
+        argv = clocktrace.wrap(h, self.argv(h)) if self.clock else self.argv(h)
+        return DaemonSpec(argv, pidfile=self.pidfile(h), logfile=self.logfile(h), cwd=h.workdir, env=env)
 
     def log_files(self, h: Host) -> dict[str, str]:
         """{path on the host: name under nodes/<node>/ in the run directory}."""
@@ -180,7 +185,8 @@ class EtcdDB(PidfileDaemons):
 
     # ------------------------------------------------------------------ life cycle
     def setup(self) -> None:
-        """Find etcd on every host and make its working directory (etcd creates its data directory)."""
+        """Find etcd on every host and make its working directory (etcd creates its data directory); with clock
+        faults, copy clocktrace there too."""
 
         def prepare(h: Host) -> str:
             r = h.control.run(f"mkdir -p {shlex.quote(h.workdir)} && command -v etcd", timeout=30)
@@ -190,6 +196,8 @@ class EtcdDB(PidfileDaemons):
             return path
 
         self.binary = on_hosts(self.hosts, prepare)
+        if self.clock:
+            clocktrace.install(self.hosts)
 
     install = setup
 

@@ -156,6 +156,7 @@ def make_db(args: TestSpec, backend: Backend, hosts: list[Host], workload: Workl
             ports=getattr(backend, "ports", None),
             listen_any=backend.listen_any,
             read=args.etcd_read,
+            clock="clock" in args.nemeses,
         )
     brokers = workload.api == "kafka"  # the nodes are brokers too (Kafka clients on the client listener)
     return NodeDB(
