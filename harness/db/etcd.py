@@ -5,7 +5,9 @@ etcd-server 3.4: in the node image on docker, from the host's PATH on netns and 
 own data directory (`<workdir>/etcd.data`) and its output in `<workdir>/etcd.log`; every member is
 named after its host (n1, n2, …) and the cluster is bootstrapped from a static peer list
 (`--initial-cluster`). Restarts after a kill reuse the data directory (etcd then ignores the
-bootstrap flags). On docker and netns each member listens on 2380 (peers) and 2379 (clients);
+bootstrap flags). With clock faults in the test each member runs under `clocktrace`
+(harness.nemesis.clocktrace), which moves the wall clock etcd (a Go program: libfaketime cannot reach
+it) sees from the clock nemesis's faketime file. On docker and netns each member listens on 2380 (peers) and 2379 (clients);
 on the local backend on the two free ports the backend chose for the host.
 
 Clients (`EtcdTransport`) speak the v3 JSON gateway on the client port: a register read is a
@@ -28,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import email.utils
 import json
 import shlex
 import shutil
@@ -122,6 +125,8 @@ class EtcdDB(PidfileDaemons):
         self.ids: dict[str, str] = {}  # raft member id (hex) → host name, learnt from each member's own status
         self.events: dict[str, list[dict[str, Any]]] = {h.name: [] for h in self.hosts}
         self.polls: dict[str, int] = {h.name: 0 for h in self.hosts}
+        # (lowest, highest) wall-clock skew each member showed, from the Date header of its status answers
+        self.skews: dict[str, tuple[float, float]] = {}
         self._t0 = time.monotonic_ns()
         self._stop = threading.Event()
         self._pollers: list[threading.Thread] = []
@@ -228,8 +233,11 @@ class EtcdDB(PidfileDaemons):
     def status_now(self, name: str, timeout: float = 0.5) -> dict[str, Any] | None:
         """One member's raft status (id, term, vote, lead, raftState) or None if it does not answer."""
         host, port = self.endpoints()[name]
+        headers: dict[str, str] = {}
         try:
-            doc = get_json(host, port, "/debug/vars", timeout)
+            sent = time.time()
+            doc = get_json(host, port, "/debug/vars", timeout, headers)
+            skew = _skew(headers.get("Date"), (sent + time.time()) / 2)
             status = doc["raft.status"]
             if not isinstance(status, dict) or "term" not in status:
                 return None
@@ -237,6 +245,9 @@ class EtcdDB(PidfileDaemons):
             return None
         with self._lock:
             self.ids[str(status.get("id"))] = name
+            if skew is not None:
+                low, high = self.skews.get(name, (skew, skew))
+                self.skews[name] = (min(low, skew), max(high, skew))
         return status
 
     def name_of(self, member: Any) -> str | None:
@@ -348,8 +359,12 @@ class EtcdDB(PidfileDaemons):
     # ------------------------------------------------------------------ collection
     def collect(self, run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]], dict[str, Any]]:
         """Stop the members, then write nodes/<node>/{etcd.log,events.jsonl}: (polled state events, no log
-        dumps, notes). A member whose log shows a Go panic is noted under "fatal"."""
+        dumps, notes). A member whose log shows a Go panic is noted under "fatal"; with clock faults, the lowest
+        and highest wall-clock skew each member's answers showed under "clock-skew-s" (etcd's clock minus this
+        machine's, from the HTTP Date header: whole seconds, so -1 to 0 for a true clock)."""
         notes: dict[str, Any] = {"missing": [], "fatal": {}, "status-polls": dict(self.polls)}
+        if self.clock:
+            notes["clock-skew-s"] = {n: [round(lo, 1), round(hi, 1)] for n, (lo, hi) in sorted(self.skews.items())}
         self.stop_all()
 
         def fetch(h: Host) -> None:
@@ -370,6 +385,16 @@ class EtcdDB(PidfileDaemons):
 
         on_hosts(self.hosts, fetch)
         return merge_events([self.events[h.name] for h in self.hosts]), {}, notes
+
+
+def _skew(date: str | None, now: float) -> float | None:
+    """A Date header minus `now` in seconds (None without a parseable header)."""
+    if not date:
+        return None
+    try:
+        return email.utils.parsedate_to_datetime(date).timestamp() - now
+    except (TypeError, ValueError):
+        return None
 
 
 def _panic(line: str) -> bool:

@@ -105,13 +105,16 @@ async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     raise ValueError("answer with neither Content-Length nor chunked encoding")
 
 
-def get_json(host: str, port: int, path: str, timeout: float) -> Any:
-    """GET `path` and decode its JSON (blocking); OSError or ValueError when that fails."""
+def get_json(host: str, port: int, path: str, timeout: float, headers: dict[str, str] | None = None) -> Any:
+    """GET `path` and decode its JSON (blocking); OSError or ValueError when that fails. The answer's
+    headers are added to `headers` if given."""
     conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         conn.request("GET", path)
         r = conn.getresponse()
         data = r.read()
+        if headers is not None:
+            headers.update(r.getheaders())
         if r.status != 200:
             raise ValueError(f"HTTP {r.status} from {host}:{port}{path}")
         return json.loads(data)

@@ -1,7 +1,7 @@
-"""`kraftwerk test --db etcd` on docker and netns: 5 etcd members, the register workload, partitions, kills,
-pauses and clock faults for 60 s. Linearizable reads are valid; serializable reads (answered from one
-member's own state, which etcd documents may be stale) come back invalid within three runs. A suite that
-mixes `db = "etcd"` with our nodes runs both and stores both."""
+"""`kraftwerk test --db etcd` on docker and netns: 5 etcd members, the register workload, partitions, kills, pauses
+and clock faults for 60 s (the members run under clocktrace, so the clock faults reach etcd). Linearizable reads
+are valid; serializable reads (answered from one member's own state, which etcd documents may be stale) come back
+invalid within three runs. A suite that mixes `db = "etcd"` with our nodes runs both and stores both."""
 
 from __future__ import annotations
 
@@ -33,6 +33,27 @@ def etcd_run(store: Path, backend: str, read: str, seed: int) -> tuple[int, dict
     return r.returncode, realtest.results(run), run
 
 
+def clock_faults_reached_etcd(res: dict[str, Any], run: Path) -> dict[str, Any]:
+    """Every member ran under clocktrace; the offsets the nemesis set show in the members' logs, and the big ones
+    in the wall clock etcd's own answers carried (the Date headers the status poller read). What was seen."""
+    bumps = [
+        (n, v["offset-ms"])
+        for op in realtest.history_lines(run)
+        if op.get("process") == "nemesis" and op.get("f") == "bump-clock" and isinstance(op.get("value"), dict)
+        for n, v in op["value"].items()
+        if isinstance(v, dict) and "offset-ms" in v
+    ]
+    logs = {n: (run / "nodes" / n / "etcd.log").read_text() for n in (f"n{i}" for i in range(1, 6))}
+    for n, log in logs.items():
+        assert "vDSO hidden" in log, n
+    applied = [(n, ms) for n, ms in bumps if f"clock offset {ms / 1000:+.6f} s" in logs[n]]
+    skews = res["run"]["collect-notes"]["clock-skew-s"]
+    assert bumps and applied, (bumps, skews)
+    if any(abs(ms) >= 5000 for _, ms in bumps):
+        assert any(lo <= -3 or hi >= 3 for lo, hi in skews.values()), (bumps, skews)
+    return {"bumps": bumps, "in-logs": applied, "skews": skews}
+
+
 def check_valid_run(code: int, res: dict[str, Any], run: Path) -> None:
     assert code == 0 and res["valid"] is True, json.dumps({k: v for k, v in res.items() if k != "run"})[:3000]
     assert res["epochs"]["valid"] is True and res["epochs"]["stats"]["events"] > 5
@@ -46,6 +67,7 @@ def check_valid_run(code: int, res: dict[str, Any], run: Path) -> None:
         assert '"msg":"starting an etcd server"' in log
     test = json.loads((run / "test.json").read_text())
     assert test["db"] == "etcd"
+    clock_faults_reached_etcd(res, run)
     _, cluster = realtest.cluster_of(run)
     assert realtest.leftovers(cluster) == []
 
@@ -54,7 +76,8 @@ def serializable_goes_stale(store: Path, backend: str) -> list[str]:
     """Up to three serializable runs; the verdicts seen (stops at the first invalid one)."""
     seen = []
     for seed in (1, 2, 3):
-        code, res, _ = etcd_run(store, backend, "serializable", seed)
+        code, res, run = etcd_run(store, backend, "serializable", seed)
+        clock_faults_reached_etcd(res, run)
         seen.append(f"seed {seed}: {res['valid']} {res.get('anomaly-types') or ''}")
         if code == 1:
             assert res["linearizable"]["valid"] is False  # a stale read, not some other finding

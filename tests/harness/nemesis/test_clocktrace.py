@@ -166,7 +166,7 @@ def test_etcd_wall_clock_follows_the_clock_nemesis_and_kill_pause_still_work(tmp
     peer, client = free_port(), free_port()
     clock = ClockNemesis([host])
     clock.setup()
-    db = EtcdDB([host], ports={"n1": (peer, client)}, listen_any=False, env=clock.env, clock=True, poll_interval=1)
+    db = EtcdDB([host], ports={"n1": (peer, client)}, listen_any=False, env=clock.env, clock=True, poll_interval=0.2)
     pidfile = db.pidfile(host)
     try:
         clock.bump({"n1": 3_600_000})
@@ -192,6 +192,8 @@ def test_etcd_wall_clock_follows_the_clock_nemesis_and_kill_pause_still_work(tmp
         clock.reset(["n1"])
         time.sleep(0.05)
         assert abs(etcd_skew_s(client)) < 2
+        low, high = db.skews["n1"]  # what the raft-status poller saw (the run's collect-notes)
+        assert low < -7000 and high > 3590
 
         clock.strobe({"n1": {"delta-ms": 60_000, "period-ms": 150, "duration-s": 1.5}})
         seen = set()
