@@ -13,18 +13,26 @@ p50/p95/p99 over all and p50 per f; info = operations whose outcome is unknown (
         [--seconds 30] [--seeds 1] [--store /tmp/kraftwerk-etcd-bench]
     .venv/bin/python benchmarks/etcd_register.py --summarize STORE   # the same table from stored runs
 
+`--clocktrace` compares etcd with etcd under clocktrace instead (etcd vs our nodes otherwise): the same
+shape with every member run as under clock faults (harness.nemesis.clocktrace: each wall-clock read a
+seccomp stop answered by the tracer) but no clock fault, so the difference is the tracer's cost.
+
+    .venv/bin/python benchmarks/etcd_register.py --clocktrace --backend local --shapes clean,open
+
 Prints a Markdown table; copy it into benchmarks/RESULTS.md with the machine line.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import platform
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +82,11 @@ def figures(run: Path) -> dict[str, Any]:
     counts["info"] += sum(1 for inv in open_ops.values() if inv["time"] <= main_ns)
     every = [x for xs in lat.values() for x in xs]
     seconds = results["run"]["main-seconds"]
+    traced = test.get("db") == "etcd" and "vDSO hidden" in (run / "nodes" / "n1" / "etcd.log").read_text()
     return {
-        "db": test.get("db", "kraftwerk") + ("/" + test["etcd-read"] if test.get("db") == "etcd" else ""),
+        "db": test.get("db", "kraftwerk")
+        + ("/" + test["etcd-read"] if test.get("db") == "etcd" else "")
+        + (" +clocktrace" if traced else ""),
         "nemesis": ",".join(test["nemesis"]) or "none",
         "rate": test.get("rate", 100.0),
         "seed": test["seed"],
@@ -109,21 +120,42 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+@contextlib.contextmanager
+def members_under_clocktrace() -> Iterator[None]:
+    """etcd members started as under clock faults (EtcdDB(clock=True)) whatever the nemeses."""
+    from harness.runner import run as runner
+
+    make_db = runner.make_db
+
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        db = make_db(*args, **kwargs)
+        db.clock = True
+        return db
+
+    runner.make_db = traced
+    try:
+        yield
+    finally:
+        runner.make_db = make_db
+
+
 def run_one(store: Path, db: str, shape: str, seconds: float, seed: int, backend: str) -> Path:
+    traced = db == "etcd+clocktrace"
     spec = TestSpec(
         workload="register",
         backend=backend,
-        db=db,
+        db="etcd" if traced else db,
         nodes=5,
         concurrency=10,
         time_limit=seconds,
         seed=seed,
-        name=f"bench-{shape}-{db}",
+        name=f"bench-{shape}-{db.replace('+', '-')}",
         **SHAPES[shape],
     )
     run_dir = new_run(str(store), spec.name)
     write_json(run_dir / "test.json", describe(spec))
-    code = run_real_test(spec, run_dir, reproduce_command(spec), quiet=True)
+    with members_under_clocktrace() if traced else contextlib.nullcontext():
+        code = run_real_test(spec, run_dir, reproduce_command(spec), quiet=True)
     if code not in (0, 1):
         raise SystemExit(f"{spec.name} seed {seed}: exit {code}")
     return run_dir
@@ -136,6 +168,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--seeds", default="1")
     ap.add_argument("--store", default="/tmp/kraftwerk-etcd-bench")
+    ap.add_argument("--clocktrace", action="store_true", help="etcd against etcd under clocktrace, not our nodes")
     ap.add_argument("--summarize", metavar="STORE", help="only print the table of the runs stored under STORE")
     args = ap.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}", file=sys.stderr)
@@ -147,7 +180,7 @@ def main() -> None:
             if shape not in SHAPES:
                 raise SystemExit(f"--shapes: unknown {shape!r} (known: {', '.join(SHAPES)})")
             for seed in (int(s) for s in args.seeds.split(",")):
-                for db in ("kraftwerk", "etcd"):
+                for db in ("etcd", "etcd+clocktrace") if args.clocktrace else ("kraftwerk", "etcd"):
                     t = time.monotonic()
                     runs.append(run_one(Path(args.store), db, shape, args.seconds, seed, args.backend))
                     print(f"{shape} {db} seed {seed}: {time.monotonic() - t:.0f}s", file=sys.stderr)
