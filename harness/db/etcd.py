@@ -6,9 +6,10 @@ own data directory (`<workdir>/etcd.data`) and its output in `<workdir>/etcd.log
 named after its host (n1, n2, …) and the cluster is bootstrapped from a static peer list
 (`--initial-cluster`). Restarts after a kill reuse the data directory (etcd then ignores the
 bootstrap flags). With clock faults in the test each member runs under `clocktrace`
-(harness.nemesis.clocktrace), which moves the wall clock etcd (a Go program: libfaketime cannot reach
-it) sees from the clock nemesis's faketime file. On docker and netns each member listens on 2380 (peers) and 2379 (clients);
-on the local backend on the two free ports the backend chose for the host.
+(harness.nemesis.clocktrace), which moves the wall clock etcd (a Go program: libfaketime cannot
+reach it) sees from the clock nemesis's faketime file. On docker and netns each member listens on
+2380 (peers) and 2379 (clients); on the local backend on the two free ports the backend chose for
+the host.
 
 Clients (`EtcdTransport`) speak the v3 JSON gateway on the client port: a register read is a
 range (`serializable` when `--etcd-read serializable`: answered from the member's local state,

@@ -456,8 +456,8 @@ int main(int argc, char **argv) {
         ctl_path = getenv("FAKETIME_TIMESTAMP_FILE");
     start_ns = now_ns(CLOCK_REALTIME);
 
-    int go[2];
-    if (pipe(go) != 0) {
+    int go[2], allowed[2]; /* tracer → program: attached; program → tracer: you may attach (Yama) */
+    if (pipe(go) != 0 || pipe(allowed) != 0) {
         perror("clocktrace: pipe");
         return 126;
     }
@@ -471,8 +471,12 @@ int main(int argc, char **argv) {
         /* the tracer: out of the program's session and process group (a SIGSTOP of the group must not
            freeze it), attached to its parent before the parent execs */
         close(go[0]);
+        close(allowed[1]);
         setsid();
         char ok = 1;
+        if (read(allowed[0], &ok, 1) != 1)
+            _exit(126); /* the program is gone */
+        close(allowed[0]);
         long opts = PTRACE_O_TRACESECCOMP | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
                     PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL;
         if (ptrace(PTRACE_SEIZE, program, NULL, (void *)opts) != 0) {
@@ -487,8 +491,15 @@ int main(int argc, char **argv) {
     }
     /* the program: let the tracer attach (Yama), wait for it, filter, exec */
     close(go[1]);
-    prctl(PR_SET_PTRACER, tracer, 0, 0, 0); /* EINVAL without Yama: nothing to allow */
-    char ok = 0;
+    close(allowed[0]);
+    prctl(PR_SET_PTRACER, tracer, 0, 0, 0); /* under Yama a child may not trace its parent unless allowed */
+    char ok = 1;
+    if (write(allowed[1], &ok, 1) != 1) {
+        perror("clocktrace: the tracer is gone");
+        return 126;
+    }
+    close(allowed[1]);
+    ok = 0;
     ssize_t n;
     do
         n = read(go[0], &ok, 1);
