@@ -162,8 +162,8 @@ def gone(pid: int, within: float) -> bool:
 def test_etcd_wall_clock_follows_the_clock_nemesis_and_kill_pause_still_work(tmp_path: Path) -> None:
     """One etcd member started as the harness starts it with clock faults (EtcdDB(clock=True) over the clock
     nemesis's environment): its HTTP Date header and its log timestamps move with bump, drift, strobe and
-    reset; pause holds it and resume frees it; kill -9 of the group kills etcd and its tracer; kill -9 of the
-    tracer kills etcd; a restart is traced again."""
+    reset; pause holds it and resume frees it; kill -9 of the group kills etcd and its tracer; a restart is
+    traced again; a paused member stops on SIGTERM; kill -9 of the tracer kills etcd."""
     host = LocalBackend.host_at("n1", "127.0.0.1", str(tmp_path / "n1"), "python3", "")
     peer, client = free_port(), free_port()
     clock = ClockNemesis([host])
@@ -224,6 +224,17 @@ def test_etcd_wall_clock_follows_the_clock_nemesis_and_kill_pause_still_work(tmp
         host.control.start_daemon(db.spec(host))
         asyncio.run(db.wait_ready(20))
         assert abs(etcd_skew_s(client) - 120) < 2
+        pid = host.control.daemon_status(pidfile).pid
+        tracer = tracer_of(pid)
+        host.control.pause_daemon(pidfile)  # a paused member still stops gracefully (SIGTERM, then SIGCONT)
+        time.sleep(0.2)
+        began = time.monotonic()
+        host.control.stop_daemon(pidfile, timeout=8)
+        assert time.monotonic() - began < 8 and gone(tracer, 2)
+        assert "received signal; shutting down" in Path(db.logfile(host)).read_text().rsplit("vDSO hidden", 1)[-1]
+
+        host.control.start_daemon(db.spec(host))
+        asyncio.run(db.wait_ready(20))
         pid = host.control.daemon_status(pidfile).pid
         tracer = tracer_of(pid)
         assert pid is not None and tracer is not None
