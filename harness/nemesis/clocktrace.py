@@ -66,6 +66,9 @@ def binary() -> Path:
             tmp.unlink(missing_ok=True)
             raise ClocktraceError(f"building {NAME} failed (gcc -static needs libc6-dev): {r.stderr.strip()[-2000:]}")
         os.replace(tmp, out)
+        for old in out.parent.glob(f"{NAME}-*"):  # builds of earlier sources
+            if old != out:
+                old.unlink(missing_ok=True)
     return out
 
 
