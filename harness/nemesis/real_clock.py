@@ -4,7 +4,9 @@ Node processes must be started with `ClockNemesis.env(host)`: LD_PRELOAD of
 libfaketimeMT, FAKETIME_TIMESTAMP_FILE=<workdir>/faketime, FAKETIME_NO_CACHE=1
 (every clock read sees the file's current content) and, by default,
 FAKETIME_DONT_FAKE_MONOTONIC=1 — only the wall clock moves, so timeouts and the
-event loop keep working. `monotonic=True` fakes CLOCK_MONOTONIC as well.
+event loop keep working. `monotonic=True` fakes CLOCK_MONOTONIC as well. Go programs read the
+clock without libc: they run under `clocktrace` (harness.nemesis.clocktrace), which answers
+their wall-clock reads from the same file.
 
 The file holds a relative offset ("+12.5s", "-0.300s", "+0") and optionally a
 rate ("+0s x1.020000", for drift). bump = add to the node's offset; strobe = a
