@@ -69,7 +69,9 @@ Anomalies (names as Jepsen's ``jepsen.tests.kafka`` checker; every one is bad un
   committed" (offset 0: consumers start at the beginning) until an ``ok`` commit of k completes
   before the poll. With no concurrent commits, c is the latest commit acknowledged before the poll.
   The group never delivers those records to anyone (at-least-once is lost), so subscribe does not
-  allow it. Starting *before* every such commit is re-delivery, allowed; the result counts it under
+  allow it. Records the same process read do not count (a client that keeps its position
+  for a partition it retains, as the cooperative protocol does, delivered them already). Starting
+  *before* every such commit is re-delivery, allowed; the result counts it under
   ``start-before-commit`` (a coordinator that lost commits). Polls that an ``info`` commit with no
   offsets could have affected are not judged (``unjudged-starts``).
 * ``nonmonotonic-send`` -- two successive ``ok`` sends (with known offsets) by one process to one key,
@@ -201,6 +203,8 @@ class _QueueChecker:
         self.group_commits: list[tuple[int, int | None, bool, dict[Any, int] | None]] = []
         # polls that began an assignment: (invoke index, completion index, example, {key: (start, committed)})
         self.starts: list[tuple[int, int, dict, dict[Any, tuple[int, int | None]]]] = []
+        self.subscribed: set[Any] = set()  # processes that subscribed
+        self.member_read: dict[tuple[Any, Any], set[int]] = {}  # (subscribed process, key) -> offsets it read
         self.within: dict[str, int] = {}  # poll-skip / nonmonotonic-poll found inside one poll
         self.other = 0
         self.pairs_read = 0
@@ -308,6 +312,7 @@ class _QueueChecker:
         process = inv.process
         if f == "subscribe":
             self.subscribes += 1
+            self.subscribed.add(process)
             self.consumers.pop(process, None)
             return
         self.assigns += 1
@@ -528,6 +533,11 @@ class _QueueChecker:
                 )
             prev = o
         self.pairs_read += len(pairs)
+        if process in self.subscribed:
+            read_here = self.member_read.get((process, key))
+            if read_here is None:
+                read_here = self.member_read[(process, key)] = set()
+            read_here.update(pr[0] for pr in pairs)
         state[key] = [prev, index, False]
         m = self.max_read.get(key)
         if m is None or top > m[0]:
@@ -720,9 +730,10 @@ class _QueueChecker:
         the poll's invocation), or the initial "nothing committed" (offset 0) once an ``ok`` commit
         completed before the poll. An ``info`` commit may take effect at any time after its invocation,
         so it is never replaced. A start past every such commit, over offsets that hold records, is
-        ``start-past-commit``; one before every such commit (re-delivery, allowed) is returned for the
-        result's ``start-before-commit``. Polls that an ``info`` commit of unknown offsets could have
-        affected are not judged. One sweep in index order: linear plus the concurrent operations.
+        ``start-past-commit`` (offsets the same process read do not count); one before every such
+        commit (re-delivery, allowed) is returned for the result's ``start-before-commit``. Polls that
+        an ``info`` commit of unknown offsets could have affected are not judged. One sweep in index
+        order: linear, plus the operations open at once.
         """
         events: list[tuple[int, int, int]] = []  # (index, kind, item): kinds below, ordered by index only
         for i, (call, ret, ok, _) in enumerate(self.group_commits):
@@ -788,8 +799,10 @@ class _QueueChecker:
                     detail = {**example, "key": key, "start": start, "committed": fetched}
                     if start > hi[0]:
                         offsets = known.get(key, ())
+                        had = self.member_read.get((example["process"], key), ())
                         a, b = bisect_left(offsets, hi[0]), bisect_left(offsets, start)
-                        if a < b:
+                        skipped = [o for o in offsets[a:b] if o not in had]
+                        if skipped:
                             by_offset = self.at[key]
                             self.found.add(
                                 "start-past-commit",
@@ -797,8 +810,8 @@ class _QueueChecker:
                                     **detail,
                                     "max-commit": hi[0],
                                     "commit-index": None if hi[1] is None else self._completed(hi[1]),
-                                    "skipped-count": b - a,
-                                    "skipped": [[o, by_offset[o][0]] for o in offsets[a : min(b, a + _MAX_LISTED)]],
+                                    "skipped-count": len(skipped),
+                                    "skipped": [[o, by_offset[o][0]] for o in skipped[:_MAX_LISTED]],
                                 },
                             )
                     elif start < lo[0]:

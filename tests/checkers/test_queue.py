@@ -829,6 +829,26 @@ def test_start_past_commit_near_misses() -> None:
     assert "start-past-commit" not in join(_five(), 2, {K2: 0}).check()["anomaly-types"]
 
 
+def test_start_past_commit_not_over_records_the_member_read_itself() -> None:
+    # process 1 read 0-2, committed only 1, and kept its position 3 for the partition it retained
+    h = H().send(0, "a", 0).send(0, "b", 1).send(0, "c", 2).assign(1, [K], f="subscribe")
+    h.mpoll(1, {K: [[0, "a"], [1, "b"], [2, "c"]]})
+    commit(h, 1, {K: 1})
+    assert "start-past-commit" not in join(h, 1, {K: 3}).check()["anomaly-types"]
+
+    def read_two() -> H:
+        h = H().send(0, "a", 0).send(0, "b", 1).send(0, "c", 2).assign(1, [K], f="subscribe")
+        h.mpoll(1, {K: [[0, "a"], [1, "b"]]})
+        commit(h, 1, {K: 1})
+        return h.assign(2, [K], f="subscribe").poll(4, [[0, "a"], [1, "b"], [2, "c"]])
+
+    # ... but another process starting there skips offsets 1 and 2
+    [ex] = examples(join(read_two(), 2, {K: 3}).check(), "start-past-commit")
+    assert ex["skipped"] == [[1, "b"], [2, "c"]] and ex["skipped-count"] == 2
+    [ex] = examples(join(read_two(), 1, {K: 3}).check(), "start-past-commit")  # process 1 never read offset 2
+    assert ex["skipped"] == [[2, "c"]]
+
+
 def test_start_past_commit_concurrent_commits_may_be_what_was_fetched() -> None:
     # a commit of 5 invoked while the poll was open: its OffsetFetch may have seen it
     h = _five().raw(2, "invoke", "poll", None).raw(3, "invoke", "commit", None)
