@@ -334,7 +334,7 @@ class _QueueChecker:
             value = c.value if c is not None else inv.value
             line = c.line if c is not None else inv.line
             offsets = self.commit_offsets(value, line) if isinstance(value, dict) else None
-            self.group_commits.append((inv.index, None, False, offsets))
+            self.group_commits.append((inv.index, None if c is None else c.index, False, offsets))
             return
         value = c.value
         if not isinstance(value, dict):
