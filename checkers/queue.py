@@ -746,7 +746,8 @@ class _QueueChecker:
         events.sort()
         commits = self.group_commits
         # per key: the latest invocation of an ok commit completed so far, and the ok commits completed
-        # after it (not replaced yet): [(offset, commit)]; ok commits still open; info commits so far
+        # after it (not replaced yet): [(offset, commit)]; ok commits still open; the lowest and the
+        # highest info commit so far (never replaced, so only those two can bound a start)
         settled: dict[Any, int] = {}
         live: dict[Any, list[tuple[int, int]]] = {}
         open_ok: dict[Any, dict[int, int]] = {}
@@ -768,7 +769,8 @@ class _QueueChecker:
                     if commits[i][2]:
                         open_ok.setdefault(key, {})[i] = offset
                     else:
-                        infos.setdefault(key, []).append((offset, i))
+                        low, high = infos.get(key, ((offset, i), (offset, i)))
+                        infos[key] = [min(low, (offset, i)), max(high, (offset, i))]
                     for _, cands in pending.values():
                         if key in cands:
                             cands[key].append((offset, i))
