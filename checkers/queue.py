@@ -25,6 +25,13 @@ Accepted operations (see DESIGN.md, "Queue ops"):
   failed assign may have half happened).
 * ``subscribe``: like ``assign`` but the broker picks partitions and rebalances, so the checker
   forgets that process's positions entirely.
+* ``commit``: ``ok`` value ``{key: offset}`` or ``{"generation": g, "offsets": {key: offset}}``, what the
+  consumer group committed; an ``info`` commit may carry the same value (what it tried to commit;
+  without one it may have committed anything), a ``fail`` one did not happen.
+* A poll's completion may carry ``"assigned": {"generation": g, "start": {key: s}, "committed": {key: c}}``
+  (optional; ``generation`` and ``committed`` too): the poll began an assignment (joined the group),
+  key k's consumption starts at offset s, and OffsetFetch answered c (-1: nothing committed). Recorded on
+  ``ok`` and ``fail`` polls alike (a poll may join, then fail to fetch).
 * Any other ``f`` (``crash``, ``debug-topic-partitions``, …) is counted and ignored.
 
 Integer keys are compared as their decimal strings (JSON object keys, and so map polls, are strings).
@@ -52,7 +59,21 @@ Anomalies (names as Jepsen's ``jepsen.tests.kafka`` checker; every one is bad un
 * ``stale-generation-commit`` -- commits that name their consumer-group generation (value
   ``{"generation": g, "offsets": {key: offset}}``): an ``ok`` commit of generation g invoked after an
   ``ok`` commit of a later generation had completed. A coordinator fences every generation once a
-  later one committed, so it must have refused it.
+  later one committed, so it must have refused it. A commit of no offsets is not judged: it moves
+  nothing (and clients do not send it: the workload completes it without asking the coordinator).
+* ``start-past-commit`` -- a poll that began an assignment starts key k at offset s, past every commit
+  of k its OffsetFetch could have answered, and records exist between: offsets in [c, s) are known (an
+  acknowledged send or any poll), where c is the highest of those commits. The commits it could have
+  answered: those invoked before the poll completed, less the ``ok`` ones that another ``ok`` commit
+  of k, invoked after they completed, definitely replaced before the poll was invoked; plus "nothing
+  committed" (offset 0: consumers start at the beginning) until an ``ok`` commit of k completes
+  before the poll. With no concurrent commits, c is the latest commit acknowledged before the poll.
+  The group never delivers those records to anyone (at-least-once is lost), so subscribe does not
+  allow it. Records the same process read do not count (a client that keeps its position
+  for a partition it retains, as the cooperative protocol does, delivered them already). Starting
+  *before* every such commit is re-delivery, allowed; the result counts it under
+  ``start-before-commit`` (a coordinator that lost commits). Polls that an ``info`` commit with no
+  offsets could have affected are not judged (``unjudged-starts``).
 * ``nonmonotonic-send`` -- two successive ``ok`` sends (with known offsets) by one process to one key,
   the later at a lower or equal offset.
 
@@ -61,8 +82,9 @@ Jepsen's allowed-set policy for subscribe: when the history holds a ``subscribe`
 without an op in the history saying so); the same anomalies inside one poll (``"within": true``)
 stay bad. The result lists them under ``allowed-by-subscribe``.
 
-Informational, never anomalies: ``recovered`` (``info`` sends that some poll read) and
-``unsent-reads`` (values polled that no send in the history carried).
+Informational, never anomalies: ``recovered`` (``info`` sends that some poll read),
+``unsent-reads`` (values polled that no send in the history carried) and, when polls record
+``assigned``, ``start-before-commit`` (assignments that started before every commit in effect).
 
 Process ids: after an ``info`` a process never reappears (a crashed client reopens under a new id),
 so per-process consumer and producer state starts afresh with the new id.
@@ -104,6 +126,7 @@ ANOMALY_TYPES = (
     "nonmonotonic-send",
     "poll-skip",
     "stale-generation-commit",
+    "start-past-commit",
     "unseen",
 )
 MAX_EXAMPLES = 20
@@ -175,6 +198,13 @@ class _QueueChecker:
         self.commits: dict[Any, list[tuple[int, int, int, dict]]] = {}
         # (completion index, invoke index, generation, example) of ok commits that name a generation
         self.generations: list[tuple[int, int, int, dict]] = []
+        # commits that may have happened, for start-past-commit: (invoke index, completion index | None,
+        # ok, {key: offset} | None when an info commit does not say what it committed)
+        self.group_commits: list[tuple[int, int | None, bool, dict[Any, int] | None]] = []
+        # polls that began an assignment: (invoke index, completion index, example, {key: (start, committed)})
+        self.starts: list[tuple[int, int, dict, dict[Any, tuple[int, int | None]]]] = []
+        self.subscribed: set[Any] = set()  # processes that subscribed
+        self.member_read: dict[tuple[Any, Any], set[int]] = {}  # (subscribed process, key) -> offsets it read
         self.within: dict[str, int] = {}  # poll-skip / nonmonotonic-poll found inside one poll
         self.other = 0
         self.pairs_read = 0
@@ -282,6 +312,7 @@ class _QueueChecker:
         process = inv.process
         if f == "subscribe":
             self.subscribes += 1
+            self.subscribed.add(process)
             self.consumers.pop(process, None)
             return
         self.assigns += 1
@@ -291,10 +322,19 @@ class _QueueChecker:
                 entry[2] = True
 
     def commit(self, op: Operation) -> None:
-        """An ``ok`` commit: value ``{key: offset}`` (what the group committed)."""
+        """An ``ok`` commit: value ``{key: offset}`` (what the group committed). An ``info`` one may
+        have committed what its value says (nothing known when it has no map)."""
         c = op.complete
+        inv = op.invoke
+        if op.type == "fail":
+            self.other += 1
+            return
         if op.type != "ok" or c is None:
             self.other += 1
+            value = c.value if c is not None else inv.value
+            line = c.line if c is not None else inv.line
+            offsets = self.commit_offsets(value, line) if isinstance(value, dict) else None
+            self.group_commits.append((inv.index, None if c is None else c.index, False, offsets))
             return
         value = c.value
         if not isinstance(value, dict):
@@ -303,15 +343,51 @@ class _QueueChecker:
             generation = value.get("generation")
             if type(generation) is not int:
                 raise self.error(f"commit generation must be an integer, got {_short(generation)}", c.line)
-            example = {"process": op.invoke.process, "generation": generation, "index": c.index}
-            self.generations.append((c.index, op.invoke.index, generation, example))
+            if value["offsets"]:  # a commit of nothing moves no offset (clients do not even send it)
+                example = {"process": inv.process, "generation": generation, "index": c.index}
+                self.generations.append((c.index, inv.index, generation, example))
+        offsets = self.commit_offsets(value, c.line)
+        self.group_commits.append((inv.index, c.index, True, offsets))
+        for key, offset in offsets.items():
+            example = {"process": inv.process, "key": key, "offset": offset, "index": c.index}
+            self.commits.setdefault(key, []).append((c.index, inv.index, offset, example))
+
+    def commit_offsets(self, value: dict, line: int) -> dict[Any, int]:
+        """The ``{key: offset}`` of a commit's value (``{key: offset}`` or ``{"generation", "offsets"}``)."""
+        if "offsets" in value and isinstance(value["offsets"], dict):
             value = value["offsets"]
+        out = {}
         for k, offset in value.items():
             if type(offset) is not int:
-                raise self.error(f"commit of key {_short(k)}: offset must be an integer, got {_short(offset)}", c.line)
+                raise self.error(f"commit of key {_short(k)}: offset must be an integer, got {_short(offset)}", line)
+            out[_key(k)] = offset
+        return out
+
+    def assigned(self, op: Operation, assigned: Any) -> None:
+        """A poll's ``assigned`` field: the assignment it began (``{"start": {key: s}, "committed": {key: c},
+        "generation": g}``; ``committed`` and ``generation`` are optional)."""
+        c = op.complete
+        if not isinstance(assigned, dict) or not isinstance(assigned.get("start"), dict):
+            raise self.error(
+                f'assigned must be a map {{"start": {{key: offset}}, ...}}, got {_short(assigned)}', c.line
+            )
+        committed = assigned.get("committed", {})
+        if not isinstance(committed, dict):
+            raise self.error(f"assigned committed must be a map {{key: offset}}, got {_short(committed)}", c.line)
+        generation = assigned.get("generation")
+        if generation is not None and type(generation) is not int:
+            raise self.error(f"assigned generation must be an integer, got {_short(generation)}", c.line)
+        by_key = {_key(k): v for k, v in committed.items()}
+        starts = {}
+        for k, start in assigned["start"].items():
             key = _key(k)
-            example = {"process": op.invoke.process, "key": key, "offset": offset, "index": c.index}
-            self.commits.setdefault(key, []).append((c.index, op.invoke.index, offset, example))
+            fetched = by_key.get(key)
+            if not _is_offset(start) or (fetched is not None and type(fetched) is not int):
+                raise self.error(f"assigned start of key {_short(k)} must be a non-negative integer", c.line)
+            starts[key] = (start, fetched)
+            self.keys.add(key)
+        example = {"process": op.invoke.process, "generation": generation, "index": c.index}
+        self.starts.append((op.invoke.index, c.index, example, starts))
 
     def poll(self, op: Operation) -> None:
         inv, c = op.invoke, op.complete
@@ -319,6 +395,8 @@ class _QueueChecker:
         key = inv.key if inv.key is not None else (c.key if c is not None else None)
         typ = op.type
         self.polls_by_type[typ] += 1
+        if c is not None and c.extra and "assigned" in c.extra:
+            self.assigned(op, c.extra["assigned"])
         if typ != "ok":
             state = self.consumers.get(process)
             if state is not None:
@@ -455,6 +533,11 @@ class _QueueChecker:
                 )
             prev = o
         self.pairs_read += len(pairs)
+        if process in self.subscribed:
+            read_here = self.member_read.get((process, key))
+            if read_here is None:
+                read_here = self.member_read[(process, key)] = set()
+            read_here.update(pr[0] for pr in pairs)
         state[key] = [prev, index, False]
         m = self.max_read.get(key)
         if m is None or top > m[0]:
@@ -499,6 +582,7 @@ class _QueueChecker:
                     )
         at = self.at
         known = {k: sorted(by_offset) for k, by_offset in at.items()}
+        below = self.check_starts(known) if self.starts else None
 
         for key, low, high, example in self.jumps:
             offsets = known.get(key, ())
@@ -612,6 +696,7 @@ class _QueueChecker:
             "polls": dict(self.polls_by_type),
             "assigns": self.assigns,
             "subscribes": self.subscribes,
+            **({"assignment-starts": sum(len(st[3]) for st in self.starts)} if self.starts else {}),
             "other-ops": self.other,
             "keys": len(self.keys),
             "values-sent": len(sends),
@@ -631,8 +716,124 @@ class _QueueChecker:
             },
             "unsent-reads": {"count": unsent.counts.get("unsent", 0), "examples": unsent.examples.get("unsent", [])},
             **({"allowed-by-subscribe": by_subscribe} if by_subscribe else {}),
+            **({"start-before-commit": below} if below is not None else {}),
             "stats": stats,
         }
+
+    def check_starts(self, known: dict[Any, list[int]]) -> dict[str, Any]:
+        """start-past-commit: each assignment's start against the commits that could have been in effect.
+
+        The committed offset of a key is a register and a commit a write of it. The OffsetFetch of a
+        poll that began an assignment happened inside that poll, so it could have answered any commit
+        invoked before the poll completed, except one that a later ``ok`` commit definitely replaced
+        before the poll began (that one completed, then the later one was invoked and completed before
+        the poll's invocation), or the initial "nothing committed" (offset 0) once an ``ok`` commit
+        completed before the poll. An ``info`` commit may take effect at any time after its invocation,
+        so it is never replaced. A start past every such commit, over offsets that hold records, is
+        ``start-past-commit`` (offsets the same process read do not count); one before every such
+        commit (re-delivery, allowed) is returned for the result's ``start-before-commit``. Polls that
+        an ``info`` commit of unknown offsets could have affected are not judged. One sweep in index
+        order: linear, plus the operations open at once.
+        """
+        events: list[tuple[int, int, int]] = []  # (index, kind, item): kinds below, ordered by index only
+        for i, (call, ret, ok, _) in enumerate(self.group_commits):
+            events.append((call, 0, i))
+            if ok and ret is not None:
+                events.append((ret, 1, i))
+        for i, (call, ret, _, _) in enumerate(self.starts):
+            events.append((call, 2, i))
+            events.append((ret, 3, i))
+        events.sort()
+        commits = self.group_commits
+        # per key: the latest invocation of an ok commit completed so far, and the ok commits completed
+        # after it (not replaced yet): [(offset, commit)]; ok commits still open; the lowest and the
+        # highest info commit so far (never replaced, so only those two can bound a start)
+        settled: dict[Any, int] = {}
+        live: dict[Any, list[tuple[int, int]]] = {}
+        open_ok: dict[Any, dict[int, int]] = {}
+        infos: dict[Any, list[tuple[int, int]]] = {}
+        unknown = False  # an info commit with unknown offsets was invoked
+        # open polls: poll -> [judgeable, {key: [(offset, commit | None)]}]: the commits its OffsetFetch could answer
+        pending: dict[int, tuple[list[bool], dict[Any, list[tuple[int, int | None]]]]] = {}
+        below = AnomalyCounts(MAX_EXAMPLES)
+        unjudged = 0
+        for _, kind, i in events:
+            if kind == 0:  # a commit invoked: a candidate of every poll open now, for its keys
+                offsets = commits[i][3]
+                if offsets is None:
+                    unknown = True
+                    for judged, _ in pending.values():
+                        judged[0] = False
+                    continue
+                for key, offset in offsets.items():
+                    if commits[i][2]:
+                        open_ok.setdefault(key, {})[i] = offset
+                    else:
+                        low, high = infos.get(key, ((offset, i), (offset, i)))
+                        infos[key] = [min(low, (offset, i)), max(high, (offset, i))]
+                    for _, cands in pending.values():
+                        if key in cands:
+                            cands[key].append((offset, i))
+            elif kind == 1:  # an ok commit completed: it replaces those completed before it was invoked
+                call, _, _, offsets = commits[i]
+                for key, offset in (offsets or {}).items():
+                    open_ok.get(key, {}).pop(i, None)
+                    last = settled[key] = max(call, settled.get(key, -1))
+                    live[key] = [(o, c) for o, c in live.get(key, ()) if self._completed(c) > last] + [(offset, i)]
+            elif kind == 2:  # a poll invoked: what its OffsetFetch could answer, so far
+                cands: dict[Any, list[tuple[int, int | None]]] = {}
+                for key in self.starts[i][3]:
+                    now: list[tuple[int, int | None]] = [*live.get(key, ()), *infos.get(key, ())]
+                    now += [(o, c) for c, o in open_ok.get(key, {}).items()]
+                    if key not in settled:
+                        now.append((0, None))  # nothing committed yet: the beginning
+                    cands[key] = now
+                pending[i] = ([not unknown], cands)
+            else:
+                judged, cands = pending.pop(i)
+                _, _, example, starts = self.starts[i]
+                if not judged[0]:
+                    unjudged += len(starts)
+                    continue
+                for key, (start, fetched) in starts.items():
+                    hi = max(cands[key], key=lambda c: c[0])
+                    lo = min(cands[key], key=lambda c: c[0])
+                    detail = {**example, "key": key, "start": start, "committed": fetched}
+                    if start > hi[0]:
+                        offsets = known.get(key, ())
+                        had = self.member_read.get((example["process"], key), ())
+                        a, b = bisect_left(offsets, hi[0]), bisect_left(offsets, start)
+                        skipped = [o for o in offsets[a:b] if o not in had]
+                        if skipped:
+                            by_offset = self.at[key]
+                            self.found.add(
+                                "start-past-commit",
+                                {
+                                    **detail,
+                                    "max-commit": hi[0],
+                                    "commit-index": None if hi[1] is None else self._completed(hi[1]),
+                                    "skipped-count": len(skipped),
+                                    "skipped": [[o, by_offset[o][0]] for o in skipped[:_MAX_LISTED]],
+                                },
+                            )
+                    elif start < lo[0]:
+                        below.add(
+                            "below",
+                            {
+                                **detail,
+                                "min-commit": lo[0],
+                                "commit-index": None if lo[1] is None else self._completed(lo[1]),
+                            },
+                        )
+        out: dict[str, Any] = {"count": below.counts.get("below", 0), "examples": below.examples.get("below", [])}
+        if unjudged:
+            out["unjudged-starts"] = unjudged
+        return out
+
+    def _completed(self, i: int) -> int:
+        """The index of commit `i`'s completion (of its invocation when it has none)."""
+        call, ret, _, _ = self.group_commits[i]
+        return ret if ret is not None else call
 
 
 def _sort_key(item: tuple[Any, Any]) -> str:

@@ -177,7 +177,9 @@ class Core:
                 event["error"] = result.error
         else:
             c = result
-            rec = self.recorder.record(process, c.type, op["f"], c.value, key=op.get("key"), node=c.node, error=c.error)
+            rec = self.recorder.record(
+                process, c.type, op["f"], c.value, key=op.get("key"), node=c.node, error=c.error, extra=c.extra
+            )
             self.ops.append(
                 {
                     "at": op["invoked"] - self.ops_origin,

@@ -43,6 +43,7 @@ class Recorder:
         key: Any = None,
         node: str | None = None,
         error: Any = None,
+        extra: dict[str, Any] | None = None,
     ) -> Op:
         op = Op(
             index=len(self.ops),
@@ -55,6 +56,7 @@ class Recorder:
             node=node,
             error=error,
             line=len(self.ops) + 1,
+            extra=extra or None,
         )
         self.ops.append(op)
         line = _encode(op.to_dict()) + "\n"

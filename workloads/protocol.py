@@ -52,12 +52,14 @@ class Failure:
 
 @dataclass(frozen=True)
 class Completion:
-    """How a client operation ended, in history terms: ok | fail | info."""
+    """How a client operation ended, in history terms: ok | fail | info. `extra`: further fields of the
+    completion's history line (optional ones a model defines, such as the queue's ``assigned``)."""
 
     type: str
     value: Any = None
     error: str | None = None
     node: str | None = None
+    extra: dict[str, Any] | None = None
 
 
 Step = Request | Completion

@@ -36,7 +36,12 @@ With ``sub_via="subscribe"`` (Jepsen's ``:sub-via #{:subscribe}``) a process ``s
 it joins the consumer group ``kraftwerk-queue`` (the coordinator and a client-side range assignor
 choose its partitions, rebalancing as members come, leave and crash), its polls read every assigned
 partition (``{key: [[offset, value], ...]}``), and ``commit`` ops commit its positions with its
-generation (``{"generation": g, "offsets": {key: offset}}``). Processes also subscribe again now
+generation (``{"generation": g, "offsets": {key: offset}}``; a commit that ends ``info`` carries the same
+value: what it tried to commit). The completion of a poll that joined the group (JoinGroup, SyncGroup,
+OffsetFetch) also records the assignment it began, ``"assigned": {"generation": g, "start": {key: s},
+"committed": {key: c}}``: the position each assigned partition starts from and the committed offset
+OffsetFetch answered (-1: none; the start is then 0), so the checker can tell a start past the group's
+commits (``start-past-commit``). Processes also subscribe again now
 and then (a rebalance), sometimes take long to process what they polled before committing it (the
 group may rebalance without them meanwhile), and ``crash`` (an ``info``: a fresh client takes over
 and the old member's session expires). The final drain still assigns.
@@ -414,6 +419,7 @@ class QueueClient:
         self.gread: dict[str, list] = {}
         self.gerrors: list[str] = []
         self.committing: dict[str, Any] = {}  # the outstanding commit: {"generation": g, "offsets": {key: offset}}
+        self.gassigned: dict[str, Any] | None = None  # the assignment this poll began (its `assigned` field)
 
     def _request(self, stage: str, node: str, body: Any, timeout_s: float | None = None) -> Request:
         self.stage, self.node = stage, node
@@ -421,6 +427,9 @@ class QueueClient:
 
     def _done(self, typ: str, value: Any, error: str | None = None) -> Completion:
         self.stage = ""
+        if self.gassigned is not None:
+            assigned, self.gassigned = self.gassigned, None
+            return Completion(typ, value, error, self.node, {"assigned": assigned})
         return Completion(typ, value, error, self.node)
 
     def _random_node(self) -> str:
@@ -429,7 +438,7 @@ class QueueClient:
 
     # ------------------------------------------------------------------ operations in
     def invoke(self, op: Op) -> Step:
-        self.op, self.node = op, None
+        self.op, self.node, self.gassigned = op, None, None
         f, key, value = op["f"], op.get("key"), op.get("value")
         if f == "assign":
             self.consumer.assign(value)
@@ -721,8 +730,8 @@ class QueueClient:
             return self._group_fetched(answer)
         if isinstance(answer, Failure):
             c.coordinator = None
-            if stage == "g-commit":  # it may have been applied
-                return self._done("info", None, answer.reason)
+            if stage == "g-commit":  # it may have been applied: say what it tried to commit
+                return self._done("info", self.committing, answer.reason)
             return self._done("fail", None, answer.reason)
         body = answer.body
         error = body.error
@@ -735,7 +744,7 @@ class QueueClient:
             if error in COORDINATOR_ERRORS:
                 c.coordinator = None
                 if error != 14:  # not coordinator / not available: the append may have happened
-                    return self._done("info", None, body.error_name)
+                    return self._done("info", self.committing, body.error_name)
             return self._done("fail", None, body.error_name)
         if error in COORDINATOR_ERRORS:
             c.coordinator = None
@@ -780,6 +789,12 @@ class QueueClient:
                 return self._done("fail", None, body.error_name)
             committed = {f"{TOPIC}-{p}": o for p, o in body.offsets}
             c.positions = {k: max(0, committed.get(k, -1)) for k in c.assigned}
+            # where each newly assigned partition starts, and the committed offset (-1: none) it came from
+            self.gassigned = {
+                "generation": c.generation,
+                "start": dict(c.positions),
+                "committed": {k: committed.get(k, -1) for k in c.assigned},
+            }
             c.polled, c.at_end = set(), set()
             c.joined = True
             c.last_heartbeat = self._now()

@@ -228,9 +228,15 @@ def _facts(part: dict[str, Any], name: str) -> str:
         ):
             if key in stats:
                 pairs.append((label, esc(short_json(stats[key]))))
-        for label, key in (("recovered (info sends read)", "recovered"), ("unsent reads", "unsent-reads")):
+        for label, key in (
+            ("recovered (info sends read)", "recovered"),
+            ("unsent reads", "unsent-reads"),
+            ("assignments started before the commit (re-delivery)", "start-before-commit"),
+        ):
             if isinstance(part.get(key), dict):
                 pairs.append((label, esc(part[key].get("count"))))
+        if "assignment-starts" in stats:
+            pairs.append(("assignment starts", esc(stats["assignment-starts"])))
     elif name == "epochs":
         for label, key in (
             ("events", "events"),

@@ -8,7 +8,7 @@ import random
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from checkers.errors import InputError
@@ -379,6 +379,7 @@ def test_allow_unknown_name_is_an_error() -> None:
         H().check(allow=["G0"])
     assert set(ANOMALY_TYPES) == {
         "commit-regression",
+        "start-past-commit",
         "stale-generation-commit",
         "lost-write",
         "duplicate",
@@ -767,3 +768,253 @@ def test_stale_generation_commit() -> None:
     assert "stale-generation-commit" not in ok.check()["anomaly-types"]
     with pytest.raises(InputError, match="generation must be an integer"):
         commit(H(), 1, {"generation": "x", "offsets": {}}).check()  # type: ignore[dict-item]
+
+
+def test_stale_generation_commit_of_nothing_is_not_judged() -> None:
+    # a member with no partitions "commits" nothing: the workload completes it without the coordinator
+    h = _three()
+    commit(h, 1, {"generation": 3, "offsets": {K: 1}})  # type: ignore[dict-item]
+    commit(h, 2, {"generation": 2, "offsets": {}})  # type: ignore[dict-item]
+    assert "stale-generation-commit" not in h.check()["anomaly-types"]
+
+
+# -- start-past-commit: an assignment that starts past what the group committed --------------------
+
+
+def join(h: H, p: int, start: dict[str, int], committed: Any = None, type: str = "ok", read: Any = None) -> H:
+    """A subscribed poll that began an assignment: its completion records where each key starts."""
+    h.raw(p, "invoke", "poll", None)
+    assigned: dict[str, Any] = {"generation": 1, "start": start}
+    if committed is not False:
+        assigned["committed"] = committed if committed is not None else dict(start)
+    h.raw(p, type, "poll", (read or {}) if type == "ok" else None)
+    h.ops[-1]["assigned"] = assigned
+    return h
+
+
+def _five() -> H:
+    """Offsets 0-4 of K hold a-e (process 4 reads them all); process 1 subscribed, read 0-2, committed 3."""
+    h = H().send(0, "a", 0).send(0, "b", 1).send(0, "c", 2).send(0, "d", 3).send(0, "e", 4)
+    h.assign(1, [K], f="subscribe").assign(2, [K], f="subscribe")
+    h.mpoll(1, {K: [[0, "a"], [1, "b"], [2, "c"]]}).poll(4, [[0, "a"], [1, "b"], [2, "c"], [3, "d"], [4, "e"]])
+    return commit(h, 1, {"generation": 1, "offsets": {K: 3}})  # type: ignore[dict-item]
+
+
+def test_start_past_commit() -> None:
+    h = join(_five(), 2, {K: 5})  # the group committed 3: offsets 3 and 4 are never delivered
+    r = h.check()
+    assert r["bad-anomaly-types"] == ["start-past-commit"] and r["valid"] is False  # not allowed by subscribe
+    [ex] = examples(r, "start-past-commit")
+    assert ex["key"] == K and ex["start"] == 5 and ex["committed"] == 5 and ex["max-commit"] == 3
+    assert ex["skipped"] == [[3, "d"], [4, "e"]] and ex["skipped-count"] == 2
+    assert ex["process"] == 2 and ex["generation"] == 1 and ex["index"] == len(h.ops) - 1
+    assert ex["commit-index"] == len(h.ops) - 3  # the commit's completion
+    assert r["start-before-commit"] == {"count": 0, "examples": []}
+    assert r["stats"]["assignment-starts"] == 1
+
+
+def test_start_past_commit_near_misses() -> None:
+    # at the commit, or before it (re-delivery: allowed, counted)
+    r = join(_five(), 2, {K: 3}).check()
+    assert r["valid"] is True and r["start-before-commit"]["count"] == 0
+    r = join(_five(), 2, {K: 1}).check()
+    assert "start-past-commit" not in r["anomaly-types"]
+    [ex] = r["start-before-commit"]["examples"]
+    assert ex["start"] == 1 and ex["min-commit"] == 3
+    # past the commit, but no record is known in between
+    h = H().send(0, "a", 0).assign(1, [K], f="subscribe").mpoll(1, {K: [[0, "a"]]})
+    commit(h, 1, {K: 1})
+    assert "start-past-commit" not in join(h, 2, {K: 6}).check()["anomaly-types"]
+    # another key's commit says nothing about this one; a start of 0 before any commit is fine
+    assert "start-past-commit" not in join(_five(), 2, {K2: 0}).check()["anomaly-types"]
+
+
+def test_start_past_commit_not_over_records_the_member_read_itself() -> None:
+    # process 1 read 0-2, committed only 1, and kept its position 3 for the partition it retained
+    h = H().send(0, "a", 0).send(0, "b", 1).send(0, "c", 2).assign(1, [K], f="subscribe")
+    h.mpoll(1, {K: [[0, "a"], [1, "b"], [2, "c"]]})
+    commit(h, 1, {K: 1})
+    assert "start-past-commit" not in join(h, 1, {K: 3}).check()["anomaly-types"]
+
+    def read_two() -> H:
+        h = H().send(0, "a", 0).send(0, "b", 1).send(0, "c", 2).assign(1, [K], f="subscribe")
+        h.mpoll(1, {K: [[0, "a"], [1, "b"]]})
+        commit(h, 1, {K: 1})
+        return h.assign(2, [K], f="subscribe").poll(4, [[0, "a"], [1, "b"], [2, "c"]])
+
+    # ... but another process starting there skips offsets 1 and 2
+    [ex] = examples(join(read_two(), 2, {K: 3}).check(), "start-past-commit")
+    assert ex["skipped"] == [[1, "b"], [2, "c"]] and ex["skipped-count"] == 2
+    [ex] = examples(join(read_two(), 1, {K: 3}).check(), "start-past-commit")  # process 1 never read offset 2
+    assert ex["skipped"] == [[2, "c"]]
+
+
+def test_start_past_commit_concurrent_commits_may_be_what_was_fetched() -> None:
+    # a commit of 5 invoked while the poll was open: its OffsetFetch may have seen it
+    h = _five().raw(2, "invoke", "poll", None).raw(3, "invoke", "commit", None)
+    h.raw(3, "ok", "commit", {K: 5}).raw(2, "ok", "poll", {})
+    h.ops[-1]["assigned"] = {"start": {K: 5}}
+    assert "start-past-commit" not in h.check()["anomaly-types"]
+    # ... or in flight when the poll began, completing after it
+    h = _five().raw(3, "invoke", "commit", None)
+    join(h, 2, {K: 5}).raw(3, "ok", "commit", {K: 5})
+    assert "start-past-commit" not in h.check()["anomaly-types"]
+    # ... but not one invoked after the poll completed
+    h = join(_five(), 2, {K: 5})
+    commit(h, 3, {K: 5})
+    assert "start-past-commit" in h.check()["anomaly-types"]
+
+
+def test_start_past_commit_info_and_fail_commits() -> None:
+    # an info commit of 5 may have taken effect at any time after its invocation
+    h = _five().raw(3, "invoke", "commit", None).raw(3, "info", "commit", {"generation": 1, "offsets": {K: 5}})
+    assert "start-past-commit" not in join(h, 2, {K: 5}).check()["anomaly-types"]
+    # one with no value may have committed anything: the start is not judged
+    h = _five().raw(3, "invoke", "commit", None).raw(3, "info", "commit", None)
+    r = join(h, 2, {K: 5}).check()
+    assert "start-past-commit" not in r["anomaly-types"] and r["start-before-commit"]["unjudged-starts"] == 1
+    # an invocation that never completed is an info commit of unknown offsets too
+    h = _five().raw(3, "invoke", "commit", None)
+    assert "start-past-commit" not in join(h, 2, {K: 5}).check()["anomaly-types"]
+    # a failed commit of 5 did not happen
+    h = _five().raw(3, "invoke", "commit", None).raw(3, "fail", "commit", None)
+    assert "start-past-commit" in join(h, 2, {K: 5}).check()["anomaly-types"]
+
+
+def test_start_past_commit_against_a_replaced_commit() -> None:
+    # 5 was committed, then 3 (a regression): a start at 5 skips 3 and 4
+    h = _five()
+    commit(h, 3, {K: 5})
+    commit(h, 1, {K: 3})
+    r = join(h, 2, {K: 5}).check()
+    assert set(r["bad-anomaly-types"]) == {"commit-regression", "start-past-commit"}
+    assert examples(r, "start-past-commit")[0]["max-commit"] == 3
+    # with the two commits overlapping, 5 may be the later one: fine
+    h = _five().raw(3, "invoke", "commit", None).raw(4, "invoke", "commit", None)
+    h.raw(3, "ok", "commit", {K: 5}).raw(4, "ok", "commit", {K: 3})
+    assert "start-past-commit" not in join(h, 2, {K: 5}).check()["anomaly-types"]
+
+
+def test_start_past_commit_before_any_commit_and_on_failed_polls() -> None:
+    # nothing committed: consumers start at the beginning
+    h = H().send(0, "a", 0).send(0, "b", 1).send(0, "c", 2).assign(1, [K], f="subscribe")
+    r = join(h, 1, {K: 2}, committed={K: -1}, type="fail").check()  # joined, then its fetch failed
+    [ex] = examples(r, "start-past-commit")
+    assert ex["max-commit"] == 0 and ex["commit-index"] is None and ex["committed"] == -1
+    assert ex["skipped"] == [[0, "a"], [1, "b"]]
+    assert "start-past-commit" not in join(H().send(0, "a", 0), 1, {K: 0}, committed=False).check()["anomaly-types"]
+
+
+def test_histories_without_assigned_are_unchanged() -> None:
+    r = _five().mpoll(2, {K: [[3, "d"], [4, "e"]]}).check()
+    assert r["valid"] is True and "start-before-commit" not in r and "assignment-starts" not in r["stats"]
+
+
+@pytest.mark.parametrize(
+    ("assigned", "match"),
+    [
+        ([1], "assigned must be a map"),
+        ({"begin": {}}, "assigned must be a map"),
+        ({"start": {K: -1}}, "non-negative"),
+        ({"start": {K: "1"}}, "non-negative"),
+        ({"start": {K: 1}, "committed": {K: "x"}}, "non-negative"),
+        ({"start": {K: 1}, "committed": [1]}, "committed must be a map"),
+        ({"start": {K: 1}, "generation": "g"}, "generation must be an integer"),
+    ],
+)
+def test_assigned_bad_shapes_name_the_line(assigned: Any, match: str) -> None:
+    h = H().raw(1, "invoke", "poll", None).raw(1, "ok", "poll", {})
+    h.ops[-1]["assigned"] = assigned
+    with pytest.raises(InputError, match=match) as err:
+        h.check()
+    assert err.value.line == 2
+
+
+def _oracle(ops: list[dict[str, Any]], known: dict[str, set[int]]) -> tuple[int, int]:
+    """start-past-commit and start-before-commit counts by the definition, quadratically."""
+    calls: dict[int, int] = {}
+    spans = []  # (call, ret | None, type, value) of each operation
+    for i, op in enumerate(ops):
+        if op["type"] == "invoke":
+            calls[op["process"]] = len(spans)
+            spans.append([i, None, "info", op])
+        else:
+            span = spans[calls.pop(op["process"])]
+            span[1], span[2], span[3] = i, op["type"], op
+    past = before = 0
+    commits = [s for s in spans if s[3]["f"] == "commit" and s[2] != "fail"]
+    for pcall, pret, _, op in spans:
+        if op["f"] != "poll" or "assigned" not in op:
+            continue
+        if any(c[0] < pret and not isinstance(c[3].get("value"), dict) for c in commits):
+            continue  # an info commit of unknown offsets
+        for key, start in op["assigned"]["start"].items():
+            of = [
+                (c, c[3]["value"]["offsets"][key])
+                for c in commits
+                if key in (c[3]["value"] or {"offsets": {}})["offsets"]
+            ]
+            done_before = [c for c, _ in of if c[2] == "ok" and c[1] < pcall]
+            cands = [
+                o
+                for c, o in of
+                if c[0] < pret and not (c[2] == "ok" and any(c[1] < d[0] for d in done_before))  # replaced for sure
+            ]
+            if not done_before:
+                cands.append(0)
+            if start > max(cands) and any(max(cands) <= o < start for o in known[key]):
+                past += 1
+            elif start < min(cands):
+                before += 1
+    return past, before
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.data(),
+    n=st.integers(1, 14),
+    known=st.sets(st.integers(0, 9), max_size=10),
+)
+def test_start_past_commit_matches_the_definition(data: Any, n: int, known: set[int]) -> None:
+    """Random commits (ok, info with and without offsets, fail) and joins of 3 processes, interleaved."""
+    h = H()
+    for i, o in enumerate(sorted(known)):
+        h.send(9, f"v{o}", o, key=K if i % 2 == 0 else K2)
+    sent = {K: {o for i, o in enumerate(sorted(known)) if i % 2 == 0}}
+    sent[K2] = set(known) - sent[K]
+    todo = [[] for _ in range(3)]  # per process: its ops still to invoke
+    for _ in range(n):
+        p = data.draw(st.integers(0, 2))
+        if data.draw(st.booleans()):
+            typ = data.draw(st.sampled_from(["ok", "ok", "info", "fail", "info-unknown"]))
+            offsets = data.draw(st.dictionaries(st.sampled_from([K, K2]), st.integers(0, 10), max_size=2))
+            todo[p].append(("commit", typ, offsets))
+        else:
+            start = data.draw(st.dictionaries(st.sampled_from([K, K2]), st.integers(0, 10), min_size=1, max_size=2))
+            todo[p].append(("join", data.draw(st.sampled_from(["ok", "fail"])), start))
+    open_: list[Any] = [None] * 3
+    pid = [0, 1, 2]  # a worker's process id: a new one after an info
+    while any(todo) or any(open_):
+        w = data.draw(st.sampled_from([q for q in range(3) if todo[q] or open_[q]]))
+        p = pid[w]
+        if open_[w] is None:
+            open_[w] = todo[w].pop(0)
+            h.raw(p, "invoke", "poll" if open_[w][0] == "join" else "commit", None)
+            continue
+        f, typ, value = open_[w]
+        open_[w] = None
+        if f == "join":
+            h.raw(p, typ, "poll", {} if typ == "ok" else None)
+            h.ops[-1]["assigned"] = {"start": value}
+            continue
+        if typ.startswith("info"):
+            pid[w] += 3
+            if typ == "info-unknown" and data.draw(st.booleans()):
+                continue  # never completes
+        v = None if typ in ("fail", "info-unknown") else {"generation": 1, "offsets": value}
+        h.raw(p, "info" if typ == "info-unknown" else typ, "commit", v)
+    r = h.check()
+    past, before = _oracle(h.ops, sent)
+    event(f"start-past-commit: {bool(past)}, start-before-commit: {bool(before)}")
+    assert r["anomalies"].get("start-past-commit", {}).get("count", 0) == past
+    assert r.get("start-before-commit", {}).get("count", 0) == before

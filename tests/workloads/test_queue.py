@@ -410,3 +410,67 @@ def test_options_and_from_options_round_trip() -> None:
         "idempotent": False,  # only with acks=all
     }
     assert q.from_options(["n1"], 5, w.options()).options() == w.options()
+
+
+def _join(w: q.QueueWorkload, c: q.QueueClient, committed: tuple[tuple[int, int], ...]) -> Request:
+    """Drive a subscribed poll through FindCoordinator, JoinGroup (as the leader), SyncGroup and
+    OffsetFetch; return the first Fetch."""
+    assert c.invoke({"f": "subscribe", "key": None, "value": w.all_keys()}).type == "ok"
+    step = c.invoke({"f": "poll", "key": None, "value": None, "time": 5})
+    assert isinstance(step, Request) and isinstance(step.body, q.FindCoordinator)
+    step = c.receive(Reply(q.CoordinatorFound(0, "none", "n2")))
+    assert isinstance(step.body, q.JoinGroup) and step.node == "n2"
+    step = c.receive(Reply(q.GroupJoined(0, "none", 4, "m1", "m1", (("m1", b"t0"),))))
+    assert isinstance(step.body, q.SyncGroup) and step.body.generation == 4
+    step = c.receive(Reply(q.GroupSynced(0, "none", b'["t0-0", "t0-1"]')))
+    assert step.body == q.FetchOffsets(q.GROUP, "t0", (0, 1))
+    c.leaders.update({"t0-0": "n1", "t0-1": "n3"})
+    step = c.receive(Reply(q.OffsetsFetched(0, "none", committed)))
+    assert isinstance(step, Request) and isinstance(step.body, q.Fetch)
+    return step
+
+
+def test_a_poll_that_joins_records_where_each_assigned_partition_starts() -> None:
+    w = workload(sub_via="subscribe")
+    c = w.client(0, 0)
+    step = _join(w, c, ((0, 7), (1, -1)))
+    assert step.body.offset == 7 and step.node == "n1"
+    step = c.receive(Reply(q.Fetched(0, "none", 9, ((7, b"70"), (8, b"80")))))
+    assert step.body.offset == 0 and step.node == "n3"  # nothing committed: from the beginning
+    done = c.receive(Reply(q.Fetched(0, "none", 0)))
+    assigned = {"generation": 4, "start": {"t0-0": 7, "t0-1": 0}, "committed": {"t0-0": 7, "t0-1": -1}}
+    assert done == Completion("ok", {"t0-0": [[7, 70], [8, 80]], "t0-1": []}, None, "n3", {"assigned": assigned})
+    # the next poll of the same assignment began nothing
+    c.consumer.last_heartbeat = 5
+    step = c.invoke({"f": "poll", "key": None, "value": None, "time": 6})
+    assert step.body.offset == 9
+    c.receive(Reply(q.Fetched(0, "none", 9)))
+    assert c.receive(Reply(q.Fetched(0, "none", 0))).extra is None
+
+
+def test_a_poll_that_joins_then_fails_to_fetch_still_records_the_assignment() -> None:
+    w = workload(sub_via="subscribe")
+    c = w.client(0, 0)
+    _join(w, c, ((0, 3), (1, 2)))
+    c.receive(Failure("timeout", True))
+    done = c.receive(Failure("refused", False))
+    assert done.type == "fail" and done.extra == {
+        "assigned": {"generation": 4, "start": {"t0-0": 3, "t0-1": 2}, "committed": {"t0-0": 3, "t0-1": 2}}
+    }
+
+
+def test_a_commit_that_may_have_happened_says_what_it_tried_to_commit() -> None:
+    w = workload(sub_via="subscribe")
+    c = w.client(0, 0)
+    _join(w, c, ((0, 3), (1, 2)))
+    c.receive(Reply(q.Fetched(0, "none", 3)))
+    c.receive(Reply(q.Fetched(0, "none", 2)))
+    tried = {"generation": 4, "offsets": {"t0-0": 3, "t0-1": 2}}
+    for answer, typ in [(Failure("timeout", True), "info"), (Reply(q.OffsetsCommitted(15, "x")), "info")]:
+        c.consumer.coordinator = "n2"
+        assert isinstance(c.invoke({"f": "commit", "key": None, "value": None}), Request)
+        done = c.receive(answer)
+        assert done.type == typ and done.value == tried and done.extra is None
+    c.consumer.coordinator = "n2"
+    c.invoke({"f": "commit", "key": None, "value": None})
+    assert c.receive(Reply(q.OffsetsCommitted(14, "load"))) == Completion("fail", None, "load", "n2")

@@ -46,6 +46,15 @@ def test_subscribed_consumers_are_valid_and_do_work() -> None:
     group_polls = [op for op in verdict["ops"] if op.invoke.f == "poll" and op.invoke.key is None and op.type == "ok"]
     polled = {k for op in group_polls for k, pairs in op.complete.value.items() if pairs}
     assert len(polled) == 3  # every partition was consumed through the group
+    # the polls that joined say where each assigned partition started: at the committed offset
+    joins = [op.complete.extra["assigned"] for op in verdict["ops"] if op.complete and op.complete.extra]
+    assert len(joins) >= 3 and sum(len(a["start"]) for a in joins) == stats["assignment-starts"]
+    for a in joins:
+        assert set(a["start"]) == set(a["committed"]) <= {"t0-0", "t0-1", "t0-2"}
+        assert all(s == max(0, a["committed"][k]) for k, s in a["start"].items()) and a["generation"] >= 1
+    assert any(c > 0 for a in joins for c in a["committed"].values())  # some started from a real commit
+    assert "start-past-commit" not in verdict["queue"]["anomaly-types"]
+    assert verdict["queue"]["start-before-commit"]["count"] == 0
 
 
 def test_same_seed_same_history() -> None:
@@ -67,13 +76,31 @@ def test_coordinator_no_reload_is_caught() -> None:
     assert verdict["valid"] is False
     bad = verdict["queue"]["bad-anomaly-types"]
     assert bad and set(bad) <= {"commit-regression", "stale-generation-commit"}, bad
-    assert run(1, time_limit=30)["valid"] is True
+    # members that join the new coordinator start before the group's commits (from 0): re-delivery,
+    # which is allowed, so reported but not an anomaly (seen on 14 of seeds 1-14, never on clean seeds);
+    # the lost commits never make a start *past* a commit (start-past-commit on 0 of seeds 1-14)
+    below = verdict["queue"]["start-before-commit"]
+    assert below["count"] >= 3 and all(ex["start"] < ex["min-commit"] for ex in below["examples"]), below
+    assert all(ex["committed"] == -1 for ex in below["examples"])  # OffsetFetch answered "nothing committed"
+    clean = run(1, time_limit=30)
+    assert clean["valid"] is True and clean["queue"]["start-before-commit"]["count"] == 0
 
 
 @pytest.mark.slow
 def test_sweep_subscribe_valid() -> None:
     bad = [(seed, v["queue"].get("bad-anomaly-types")) for seed in range(2, 8) if (v := run(seed))["valid"] is not True]
     assert not bad, bad
+
+
+def test_empty_commit_of_an_old_generation_is_not_a_stale_commit() -> None:
+    # seed 19: a member left with no partitions completes its commit of nothing (generation 7) without
+    # the coordinator, after generation 8 committed; it moved nothing, so it is no stale-generation-commit
+    verdict = run(19, time_limit=30)
+    assert verdict["valid"] is True, verdict["queue"].get("bad-anomaly-types")
+    empty = [
+        op for op in verdict["ops"] if op.invoke.f == "commit" and op.type == "ok" and not op.complete.value["offsets"]
+    ]
+    assert empty and "stale-generation-commit" not in verdict["queue"]["anomaly-types"]
 
 
 def test_range_assignment() -> None:
