@@ -9,7 +9,14 @@ model `queue` (`checkers.queue`).
 
 The client finds a partition's leader with a Metadata request to a random node and keeps it
 until an answer says leadership moved; it sends single-record batches with the run's acks and
-fetches from its process's position. Outcomes: produce errors that prove nothing was appended are
+fetches from its process's position. As a KIP-320 consumer, a Fetch carries the leader epoch the
+metadata named (``current_leader_epoch``: a node leading an older or newer epoch answers
+FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, and the next poll asks for metadata again), and a poll
+never fetches from a leader whose epoch is older than the newest one the client has seen named or
+the one its position was read at (or, for a group member, committed with: commits carry it); it
+fails ``stale-metadata`` instead, so a stale leader's shorter log cannot answer OFFSET_OUT_OF_RANGE
+and reset the position. Produce carries no leader epoch in Kafka, so sends go where the metadata says.
+Outcomes: produce errors that prove nothing was appended are
 `fail`; the ones after which the records may still commit (a timeout, NOT_ENOUGH_REPLICAS_AFTER_APPEND,
 a leader change while waiting, a lost connection after the request was written, any acks=0
 send) are `info`. A poll changes nothing, so a poll that failed or timed out is `fail`, and the
@@ -158,6 +165,7 @@ class PartitionInfo:
     leader: str | None  # the leader's node name; None when nobody leads it (or it is not a known node)
     isr: int  # how many replicas are in sync
     error: int = 0
+    leader_epoch: int = -1  # the partition's leader epoch as the answering node knows it (-1: not told)
 
 
 @dataclass(frozen=True)
@@ -204,10 +212,14 @@ class Produced:
 
 @dataclass(frozen=True)
 class Fetch:
+    """Records from `offset` on; `leader_epoch` is the leader epoch the client believes current
+    (KIP-320's current_leader_epoch: a node that leads an older or newer epoch refuses; -1: none)."""
+
     topic: str
     partition: int
     offset: int
     max_wait_ms: int = FETCH_MAX_WAIT_MS
+    leader_epoch: int = -1
 
 
 @dataclass(frozen=True)
@@ -320,6 +332,7 @@ class OffsetsFetched:
     error: int
     error_name: str
     offsets: tuple[tuple[int, int], ...] = ()  # (partition, committed offset; -1 for none)
+    leader_epochs: tuple[tuple[int, int], ...] = ()  # (partition, the committed leader epoch; -1 for none)
 
 
 @dataclass(frozen=True)
@@ -329,6 +342,7 @@ class CommitOffsets:
     member_id: str
     topic: str
     offsets: tuple[tuple[int, int], ...]  # (partition, offset)
+    leader_epochs: tuple[tuple[int, int], ...] = ()  # (partition, the leader epoch the position was read at)
 
 
 @dataclass(frozen=True)
@@ -352,6 +366,8 @@ class Consumer:
 
     assigned: list[str] = field(default_factory=list)
     positions: dict[str, int] = field(default_factory=dict)
+    # the leader epoch each position was read at, or committed with (KIP-320): a leader older than it is stale
+    epochs: dict[str, int] = field(default_factory=dict)
     polled: set[str] = field(default_factory=set)  # keys polled ok since the last assign
     at_end: set[str] = field(default_factory=set)  # keys whose last ok poll found nothing past the end
     subscribed: bool = False
@@ -365,6 +381,7 @@ class Consumer:
     def assign(self, keys: Sequence[str]) -> None:
         self.assigned = list(keys)
         self.positions = dict.fromkeys(self.assigned, 0)
+        self.epochs = {}
         self.polled = set()
         self.at_end = set()
         self.subscribed = False
@@ -377,7 +394,7 @@ class Consumer:
     def rejoin(self, forget_member: bool = False) -> None:
         """The group moved on: join again before polling (with a new member id if `forget_member`)."""
         self.joined = False
-        self.assigned, self.positions = [], {}
+        self.assigned, self.positions, self.epochs = [], {}, {}
         if forget_member:
             self.member_id, self.generation = "", -1
 
@@ -405,6 +422,9 @@ class QueueClient:
         self.consumer = workload.consumer(process)
         self.rng = rng
         self.leaders: dict[str, str] = {}
+        self.leader_epochs: dict[str, int] = {}  # the cached leader's epoch, as the metadata that named it said
+        self.seen_epochs: dict[str, int] = {}  # the highest leader epoch any metadata answer named
+        self.fetch_epoch = -1  # the current_leader_epoch of the outstanding fetch
         self.op: Op = {}
         self.stage = ""  # what the outstanding request is: metadata, send, poll, create, ready, pid, retry
         self.node: str | None = None  # where the outstanding request went
@@ -463,10 +483,30 @@ class QueueClient:
             self.batch, self.pending, self.resend = None, None, False
             if self.workload.idempotent and self.prod.id is None:
                 return self._request("pid", self._random_node(), InitProducerId())
-        leader = self.leaders.get(key)
+        leader = self.leaders.get(key) if f == "send" else self._fetch_leader(key)
         if leader is None:
             return self._request("metadata", self._random_node(), Metadata(TOPIC))
         return self._operate(leader)
+
+    def _fetch_leader(self, key: str) -> str | None:
+        """The leader to fetch `key` from: the cached one, unless a newer leader epoch is known than the
+        metadata that named it (from another answer, or the epoch the position was read at or committed
+        with). As a KIP-320 consumer, never fetch from a leader older than what the position has seen."""
+        leader = self.leaders.get(key)
+        if leader is None:
+            return None
+        need = max(self.seen_epochs.get(key, -1), self.consumer.epochs.get(key, -1))
+        return leader if self.leader_epochs.get(key, -1) >= need else None
+
+    def _fetch(self, key: str) -> Fetch:
+        self.fetch_epoch = self.leader_epochs.get(key, -1)
+        offset = self.consumer.positions.get(key, 0)
+        return Fetch(TOPIC, partition_of(key), offset, leader_epoch=self.fetch_epoch)
+
+    def _read_at(self, key: str) -> None:
+        """An ok fetch: the position is now known at the fetch's leader epoch."""
+        if self.fetch_epoch > self.consumer.epochs.get(key, -1):
+            self.consumer.epochs[key] = self.fetch_epoch
 
     def _operate(self, node: str) -> Step:
         key = self.op["key"]
@@ -481,7 +521,7 @@ class QueueClient:
                 self.prod.sequences[key] = seq + 1
                 self.batch = (seq, self.op["value"])
             return self._request("send", node, self._produce(key, self.batch))
-        return self._request("poll", node, Fetch(TOPIC, partition_of(key), self.consumer.positions.get(key, 0)))
+        return self._request("poll", node, self._fetch(key))
 
     def _produce(self, key: str, batch: tuple[int, Any]) -> Produce:
         pid, epoch = self.prod.id  # type: ignore[misc]
@@ -511,10 +551,10 @@ class QueueClient:
         body = answer.body
         if stage == "metadata":
             self._learn(body)
-            leader = self.leaders.get(key)
-            if leader is None:  # nobody leads it yet: nothing was sent
+            leader = self.leaders.get(key) if op["f"] == "send" else self._fetch_leader(key)
+            if leader is None:  # nobody leads it yet (or only a stale leader is named): nothing was sent
                 self._give_back(key)
-                return self._done("fail", failed_value, "leader-not-available")
+                return self._done("fail", failed_value, self._no_leader(key))
             return self._operate(leader)
         if stage == "send":
             return self._sent(key, value, body)
@@ -523,10 +563,17 @@ class QueueClient:
     def _learn(self, reply: MetadataReply) -> None:
         for p in reply.partitions or ():
             k = f"{TOPIC}-{p.partition}"
+            if p.leader_epoch > self.seen_epochs.get(k, -1):
+                self.seen_epochs[k] = p.leader_epoch
             if p.error == 0 and p.leader is not None and p.leader in self.workload.nodes:
                 self.leaders[k] = p.leader
+                self.leader_epochs[k] = p.leader_epoch
             else:
                 self.leaders.pop(k, None)
+
+    def _no_leader(self, key: str) -> str:
+        """Why a fetch of `key` has no leader after a metadata answer."""
+        return "stale-metadata" if key in self.leaders else "leader-not-available"
 
     def _sent(self, key: str, value: Any, produced: Produced | None) -> Step:
         if self.workload.acks == 0 or produced is None:
@@ -640,11 +687,14 @@ class QueueClient:
         if fetched.error != 0:
             if fetched.error in REFRESH:
                 self.leaders.pop(key, None)
-            if fetched.error == OFFSET_OUT_OF_RANGE:  # the log was truncated below our position
+            if fetched.error == OFFSET_OUT_OF_RANGE:
+                # the log was truncated below our position (auto.offset.reset=earliest); the answer is from a
+                # leader of an epoch no older than any the position was read at (`_fetch_leader`)
                 consumer.positions[key] = 0
             return self._done("fail", None, fetched.error_name)
         start = consumer.positions.get(key, 0)
         pairs = [[offset, decode_value(data)] for offset, data in fetched.records if offset >= start]
+        self._read_at(key)
         consumer.polled.add(key)
         if pairs:
             consumer.positions[key] = pairs[-1][0] + 1
@@ -698,10 +748,10 @@ class QueueClient:
         c = self.consumer
         while self.gkeys:
             key = self.gkeys[0]
-            leader = self.leaders.get(key)
+            leader = self._fetch_leader(key)
             if leader is None:
                 return self._request("g-metadata", self._random_node(), Metadata(TOPIC))
-            return self._request("g-fetch", leader, Fetch(TOPIC, partition_of(key), c.positions.get(key, 0)))
+            return self._request("g-fetch", leader, self._fetch(key))
         if self.gerrors and not self.gread:
             return self._done("fail", None, self.gerrors[0])
         if any(self.gread.values()):
@@ -717,7 +767,8 @@ class QueueClient:
         if not offsets:
             return self._done("ok", {"generation": c.generation, "offsets": {}})
         self.committing = {"generation": c.generation, "offsets": {k: c.positions.get(k, 0) for k in c.assigned}}
-        body = CommitOffsets(GROUP, c.generation, c.member_id, TOPIC, offsets)
+        epochs = tuple((partition_of(k), c.epochs.get(k, -1)) for k in c.assigned)
+        body = CommitOffsets(GROUP, c.generation, c.member_id, TOPIC, offsets, epochs)
         return self._request("g-commit", c.coordinator, body)
 
     def _group_answer(self, answer: Reply | Failure) -> Step:
@@ -789,6 +840,9 @@ class QueueClient:
                 return self._done("fail", None, body.error_name)
             committed = {f"{TOPIC}-{p}": o for p, o in body.offsets}
             c.positions = {k: max(0, committed.get(k, -1)) for k in c.assigned}
+            # the committed leader epoch: no fetch of a key goes to a leader older than the one it was read at
+            epochs = {f"{TOPIC}-{p}": e for p, e in body.leader_epochs}
+            c.epochs = {k: epochs[k] for k in c.assigned if committed.get(k, -1) >= 0 and epochs.get(k, -1) >= 0}
             # where each newly assigned partition starts, and the committed offset (-1: none) it came from
             self.gassigned = {
                 "generation": c.generation,
@@ -816,20 +870,21 @@ class QueueClient:
         body = answer.body
         if self.stage == "g-metadata":
             self._learn(body)
-            if self.leaders.get(key) is None:
-                self.gerrors.append("leader-not-available")
+            if self._fetch_leader(key) is None:
+                self.gerrors.append(self._no_leader(key))
                 self.gkeys.pop(0)
             return self._next_fetch()
         self.gkeys.pop(0)
         if body.error != 0:
             if body.error in REFRESH:
                 self.leaders.pop(key, None)
-            if body.error == OFFSET_OUT_OF_RANGE:
+            if body.error == OFFSET_OUT_OF_RANGE:  # from a leader no older than the position (`_fetch_leader`)
                 c.positions[key] = 0
             self.gerrors.append(body.error_name)
             return self._next_fetch()
         start = c.positions.get(key, 0)
         pairs = [[offset, decode_value(data)] for offset, data in body.records if offset >= start]
+        self._read_at(key)
         if pairs:
             c.positions[key] = pairs[-1][0] + 1
         self.gread[key] = pairs

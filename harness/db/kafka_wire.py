@@ -130,6 +130,7 @@ class KafkaWire:
                             f"n{p.leader_id}" if p.leader_id >= 0 else None,
                             len(p.isr_nodes),
                             p.error_code,
+                            p.leader_epoch,
                         )
                         for p in topic.partitions
                     )
@@ -167,7 +168,10 @@ class KafkaWire:
 
     async def _fetch(self, node: str, body: Fetch, timeout: float) -> Fetched:
         partition = kp.FetchPartition(
-            partition=body.partition, fetch_offset=body.offset, partition_max_bytes=FETCH_MAX_BYTES
+            partition=body.partition,
+            fetch_offset=body.offset,
+            partition_max_bytes=FETCH_MAX_BYTES,
+            current_leader_epoch=body.leader_epoch,  # on the wire from Fetch v9 (KIP-320)
         )
         request = kp.FetchRequest(
             replica_id=-1,
@@ -261,10 +265,16 @@ class KafkaWire:
             parts = [p for t in r.topics for p in t.partitions if t.name == body.topic]
             code = r.error_code or next((p.error_code for p in parts if p.error_code), 0)
             return q.OffsetsFetched(
-                code, error_name(code), tuple((p.partition_index, p.committed_offset) for p in parts)
+                code,
+                error_name(code),
+                tuple((p.partition_index, p.committed_offset) for p in parts),
+                tuple((p.partition_index, p.committed_leader_epoch) for p in parts),
             )
         assert isinstance(body, q.CommitOffsets)
-        partitions = [kp.OffsetCommitRequestPartition(p, o) for p, o in body.offsets]
+        epochs = dict(body.leader_epochs)
+        partitions = [
+            kp.OffsetCommitRequestPartition(p, o, committed_leader_epoch=epochs.get(p, -1)) for p, o in body.offsets
+        ]
         request = kp.OffsetCommitRequest(
             group_id=body.group,
             generation_id_or_member_epoch=body.generation,

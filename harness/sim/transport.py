@@ -100,7 +100,8 @@ def broker_call(body: Any) -> tuple[str, Any]:
         batch = NewBatch(body.value, 1, producer=producer)
         return "produce", bm.ProduceRequest(body.acks, body.timeout_ms, (bm.ProducePartition(tp, (batch,)),))
     if isinstance(body, queue.Fetch):
-        part = bm.FetchPartition(bm.TopicPartition(body.topic, body.partition), body.offset)
+        epoch = body.leader_epoch if body.leader_epoch >= 0 else None  # KIP-320's current_leader_epoch
+        part = bm.FetchPartition(bm.TopicPartition(body.topic, body.partition), body.offset, current_leader_epoch=epoch)
         return "fetch", bm.FetchRecordsRequest((part,), max_wait_ms=body.max_wait_ms, min_bytes=1)
     if isinstance(body, queue.InitProducerId):
         return "init_producer_id", InitProducerIdRequest()
@@ -132,7 +133,8 @@ def _group_request(body: Any) -> Any:
         return gm.LeaveGroupRequest(body.group, (body.member_id,))
     if isinstance(body, queue.FetchOffsets):
         return gm.OffsetFetchRequest(body.group, tuple(bm.TopicPartition(body.topic, p) for p in body.partitions))
-    offsets = tuple(gm.CommitOffset(bm.TopicPartition(body.topic, p), o) for p, o in body.offsets)
+    epochs = dict(body.leader_epochs)
+    offsets = tuple(gm.CommitOffset(bm.TopicPartition(body.topic, p), o, epochs.get(p, -1)) for p, o in body.offsets)
     return gm.OffsetCommitRequest(body.group, body.generation, body.member_id, offsets)
 
 
@@ -153,7 +155,10 @@ def group_answer(body: Any, r: Any) -> Any:
         return queue.GroupAnswer(int(r.error), _name(r.error))
     if isinstance(body, queue.FetchOffsets):
         return queue.OffsetsFetched(
-            int(r.error), _name(r.error), tuple((o.partition.partition, o.offset) for o in r.offsets)
+            int(r.error),
+            _name(r.error),
+            tuple((o.partition.partition, o.offset) for o in r.offsets),
+            tuple((o.partition.partition, o.leader_epoch) for o in r.offsets),
         )
     error = next((e for _, e in r.errors if e != bm.BrokerError.NONE), bm.BrokerError.NONE)
     return queue.OffsetsCommitted(int(error), _name(error))
@@ -173,6 +178,7 @@ def broker_answer(body: Any, response: Any) -> Any:
                             f"n{p.leader}" if p.leader is not None and p.leader >= 0 else None,
                             len(p.isr),
                             int(p.error),
+                            p.leader_epoch,
                         )
                         for p in topic.partitions
                     )

@@ -142,7 +142,7 @@ ANSWERS = st.one_of(
     st.builds(lambda e, o: Reply(q.Produced(e, "e", o)), st.sampled_from([0, 2, 6, 7, 19, 20]), st.integers(0, 9)),
     st.builds(
         lambda e, hw, n: Reply(q.Fetched(e, "e", hw, tuple((i, str(i).encode()) for i in range(n)))),
-        st.sampled_from([0, 1, 6]),
+        st.sampled_from([0, 1, 6, 74, 75]),
         st.integers(0, 9),
         st.integers(0, 5),
     ),
@@ -474,3 +474,83 @@ def test_a_commit_that_may_have_happened_says_what_it_tried_to_commit() -> None:
     c.consumer.coordinator = "n2"
     c.invoke({"f": "commit", "key": None, "value": None})
     assert c.receive(Reply(q.OffsetsCommitted(14, "load"))) == Completion("fail", None, "load", "n2")
+
+
+# ---------------------------------------------------------------------------- leader epochs (KIP-320)
+
+
+def epoch_metadata(*leaders: tuple[str | None, int]) -> Reply:
+    """A metadata answer naming each partition's (leader, leader epoch)."""
+    parts = tuple(q.PartitionInfo(i, leader, 3, 0, epoch) for i, (leader, epoch) in enumerate(leaders))
+    return Reply(q.MetadataReply(parts))
+
+
+def test_a_fetch_carries_the_leader_epoch_and_a_fenced_answer_refreshes_metadata_without_a_reset() -> None:
+    w = workload()
+    c = w.client(0, 0)
+    c.invoke({"f": "assign", "key": None, "value": ["t0-0"]})
+    c.consumer.positions["t0-0"] = 145
+    step = c.invoke({"f": "poll", "key": "t0-0"})
+    assert isinstance(step, Request) and isinstance(step.body, q.Metadata)
+    step = c.receive(epoch_metadata(("n1", 7), ("n2", 3), ("n3", 3)))
+    assert step == Request("n1", q.Fetch("t0", 0, 145, leader_epoch=7), w.timeout_s)
+    errors = [(74, "fenced_leader_epoch", "n2", 8), (75, "unknown_leader_epoch", "n3", 9), (6, "not_leader", "n1", 10)]
+    asked = "n1"
+    for code, name, leader, epoch in errors:
+        assert c.receive(Reply(q.Fetched(code, name))) == Completion("fail", None, name, asked)
+        assert c.consumer.positions["t0-0"] == 145  # not treated as out of range
+        step = c.invoke({"f": "poll", "key": "t0-0"})
+        assert isinstance(step, Request) and isinstance(step.body, q.Metadata)  # refresh, then retry
+        step = c.receive(epoch_metadata((leader, epoch), ("n2", 3), ("n3", 3)))
+        assert step == Request(leader, q.Fetch("t0", 0, 145, leader_epoch=epoch), w.timeout_s)
+        asked = leader
+    done = c.receive(Reply(q.Fetched(0, "none", 147, ((145, b"1"), (146, b"2")))))
+    assert done.value == [[145, 1], [146, 2]] and c.consumer.epochs["t0-0"] == 10
+
+
+def test_a_stale_leader_named_by_older_metadata_is_never_fetched_from() -> None:
+    """The seed-2 false alarm: metadata from a stale leader names it at an older epoch than the position
+    was read at; the client must not fetch there (its OFFSET_OUT_OF_RANGE would reset the position)."""
+    w = workload()
+    c = w.client(0, 0)
+    c.invoke({"f": "assign", "key": None, "value": ["t0-1"]})
+    c.invoke({"f": "poll", "key": "t0-1"})
+    step = c.receive(epoch_metadata(("n2", 3), ("n1", 9), ("n2", 3)))
+    assert step == Request("n1", q.Fetch("t0", 1, 0, leader_epoch=9), w.timeout_s)
+    assert c.receive(Reply(q.Fetched(0, "none", 2, ((0, b"4"), (1, b"5"))))).type == "ok"  # type: ignore[union-attr]
+    c.leaders.pop("t0-1")  # say a send timed out: the leader is asked again
+    c.invoke({"f": "poll", "key": "t0-1"})
+    done = c.receive(epoch_metadata(("n2", 3), ("n3", 6), ("n2", 3)))
+    assert isinstance(done, Completion) and (done.type, done.error) == ("fail", "stale-metadata")
+    assert c.consumer.positions["t0-1"] == 2
+    # a send still goes where the metadata says: Produce carries no leader epoch
+    assert c.leaders["t0-1"] == "n3"
+    # the current leader's out-of-range answer resets the position (auto.offset.reset=earliest)
+    c.invoke({"f": "poll", "key": "t0-1"})
+    step = c.receive(epoch_metadata(("n2", 3), ("n1", 9), ("n2", 3)))
+    assert step == Request("n1", q.Fetch("t0", 1, 2, leader_epoch=9), w.timeout_s)
+    assert c.receive(Reply(q.Fetched(q.OFFSET_OUT_OF_RANGE, "offset_out_of_range"))).type == "fail"  # type: ignore[union-attr]
+    assert c.consumer.positions["t0-1"] == 0
+
+
+def test_a_member_fetches_no_older_leader_than_its_committed_leader_epoch_and_commits_its_own() -> None:
+    w = workload(sub_via="subscribe")
+    c = w.client(0, 0)
+    assert c.invoke({"f": "subscribe", "key": None, "value": w.all_keys()}).type == "ok"
+    c.invoke({"f": "poll", "key": None, "value": None, "time": 5})
+    c.receive(Reply(q.CoordinatorFound(0, "none", "n2")))
+    c.receive(Reply(q.GroupJoined(0, "none", 4, "m1", "m1", (("m1", b"t0"),))))
+    c.receive(Reply(q.GroupSynced(0, "none", b'["t0-1"]')))
+    step = c.receive(Reply(q.OffsetsFetched(0, "none", ((1, 145),), ((1, 9),))))
+    assert isinstance(step, Request) and isinstance(step.body, q.Metadata)
+    # the only metadata at hand names n3 at epoch 6, older than the commit's 9: no fetch, no reset
+    done = c.receive(epoch_metadata(("n1", 9), ("n3", 6), ("n1", 9)))
+    assert done.type == "fail" and done.error == "stale-metadata"
+    assert c.consumer.positions == {"t0-1": 145}
+    c.consumer.last_heartbeat = 5
+    step = c.invoke({"f": "poll", "key": None, "value": None, "time": 6})
+    step = c.receive(epoch_metadata(("n1", 9), ("n1", 10), ("n1", 9)))
+    assert step == Request("n1", q.Fetch("t0", 1, 145, leader_epoch=10), w.timeout_s)
+    assert c.receive(Reply(q.Fetched(0, "none", 146, ((145, b"7"),)))).type == "ok"  # type: ignore[union-attr]
+    step = c.invoke({"f": "commit", "key": None, "value": None})
+    assert step.body == q.CommitOffsets(q.GROUP, 4, "m1", "t0", ((1, 146),), ((1, 10),))

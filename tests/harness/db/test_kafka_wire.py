@@ -7,6 +7,7 @@ import asyncio
 import random
 from typing import Any
 
+from harness.db import kafka_wire
 from harness.db.kafka_wire import KafkaWire
 from nodes.kafka import protocol as kp
 from nodes.kafka.records import build_batch, encode_batch, iter_batches
@@ -23,6 +24,8 @@ class FakeBroker:
         self.calls: list[tuple[int, int]] = []
         self.fail: BaseException | None = None
         self.producers: list[tuple[int, int, int]] = []  # (producer id, epoch, base sequence) of each batch
+        self.fetch_epochs: list[int] = []  # the current_leader_epoch of each Fetch, as decoded from the wire
+        self.commits: list[tuple[int, int, int]] = []  # (partition, offset, committed leader epoch) committed
 
     async def send(
         self, api: int, version: int, payload: bytes, *, timeout: float, expect_response: bool = True
@@ -52,6 +55,7 @@ class FakeBroker:
         if api == kp.ApiKey.FETCH:
             request = kp.FetchRequest.decode(payload, version)
             p = request.topics[0].partitions[0]
+            self.fetch_epochs.append(p.current_leader_epoch)
             log = self.logs.get(p.partition, [])
             if p.fetch_offset > len(log):
                 answer = kp.FetchResponsePartition(partition_index=p.partition, error_code=1, high_watermark=len(log))
@@ -65,6 +69,17 @@ class FakeBroker:
                 )
             topic = kp.FetchResponseTopic(topic="t0", partitions=[answer])
             return kp.FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=[topic]).encode(version)
+        if api == kp.ApiKey.OFFSET_COMMIT:
+            commit = kp.OffsetCommitRequest.decode(payload, version)
+            parts = commit.topics[0].partitions
+            self.commits += [(c.partition_index, c.committed_offset, c.committed_leader_epoch) for c in parts]
+            done = [kp.OffsetCommitResponsePartition(c.partition_index, 0) for c in parts]
+            topics = [kp.OffsetCommitResponseTopic("t0", done)]
+            return kp.OffsetCommitResponse(throttle_time_ms=0, topics=topics).encode(version)
+        if api == kp.ApiKey.OFFSET_FETCH:
+            fetched = [kp.OffsetFetchResponsePartition(p, o, e, "", 0) for p, o, e in self.commits]
+            topics = [kp.OffsetFetchResponseTopic("t0", fetched)]
+            return kp.OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=0).encode(version)
         if api == kp.ApiKey.INIT_PRODUCER_ID:
             init = kp.InitProducerIdRequest.decode(payload, version)
             assert init.transactional_id is None
@@ -92,7 +107,7 @@ def test_each_queue_body_is_one_kafka_request_and_its_answer_decoded() -> None:
     wire = wire_with(broker)
     meta = call(wire, q.Metadata("t0"))
     assert isinstance(meta, Reply)
-    led = q.PartitionInfo(0, "n2", 2), q.PartitionInfo(1, "n2", 2), q.PartitionInfo(2, None, 0, 5)
+    led = q.PartitionInfo(0, "n2", 2, 0, 1), q.PartitionInfo(1, "n2", 2, 0, 1), q.PartitionInfo(2, None, 0, 5, 1)
     assert meta.body == q.MetadataReply(led)
     for value in (b"41", b"42", b"43"):
         produced = call(wire, q.Produce("t0", 1, value, -1))
@@ -152,3 +167,31 @@ def test_the_sans_io_client_over_the_wire_sends_and_polls() -> None:
     assert run({"f": "assign", "key": None, "value": ["t0-0"]}).type == "ok"
     assert run({"f": "poll", "key": "t0-0"}).value == [[0, 7], [1, 9]]
     assert run({"f": "poll", "key": "t0-0"}).value == []
+
+
+def test_a_fetch_puts_the_current_leader_epoch_on_the_wire_and_commits_carry_theirs() -> None:
+    """KIP-320: the Fetch version used carries current_leader_epoch (v9+), and OffsetCommit (v6+) and
+    OffsetFetch (v5+) carry the committed leader epoch; -1 (none) stays -1."""
+    assert kafka_wire.FETCH_VERSION >= 9 and kafka_wire.METADATA_VERSION >= 7
+    assert kafka_wire.OFFSET_COMMIT_VERSION >= 6 and kafka_wire.OFFSET_FETCH_VERSION >= 5
+    broker = FakeBroker()
+    wire = wire_with(broker)
+    assert isinstance(call(wire, q.Fetch("t0", 1, 0, leader_epoch=7)), Reply)
+    assert isinstance(call(wire, q.Fetch("t0", 1, 0)), Reply)
+    assert broker.fetch_epochs == [7, -1]
+    commit = q.CommitOffsets(q.GROUP, 3, "m1", "t0", ((0, 145), (1, 4)), ((0, 9), (1, -1)))
+    assert call(wire, commit) == Reply(q.OffsetsCommitted(0, "none"))
+    assert broker.commits == [(0, 145, 9), (1, 4, -1)]
+    fetched = call(wire, q.FetchOffsets(q.GROUP, "t0", (0, 1)))
+    assert fetched == Reply(q.OffsetsFetched(0, "none", ((0, 145), (1, 4)), ((0, 9), (1, -1))))
+
+
+def test_the_sans_io_client_over_the_wire_fetches_with_the_epoch_metadata_named() -> None:
+    broker = FakeBroker()
+    wire = wire_with(broker)
+    client = q.QueueWorkload(["n1", "n2"], 3, idempotent=False).client(0, 0)
+    client.invoke({"f": "assign", "key": None, "value": ["t0-0"]})
+    step = client.invoke({"f": "poll", "key": "t0-0"})
+    while isinstance(step, Request):
+        step = client.receive(asyncio.run(wire.call(step)))
+    assert step.type == "ok" and broker.fetch_epochs == [1]  # the fake's metadata names leader epoch 1
