@@ -56,10 +56,11 @@ from checkers.errors import InputError
 from checkers.verdict import (
     failing_key,
 )
-from harness.sim.cluster import RECOVERY_SECONDS
+from harness.sim.cluster import RAFT_CONFIG, RECOVERY_SECONDS
 from workloads import generator as gen
 
 SECOND = 1_000_000_000
+LAZY_FLUSH = "lazy-flush"  # the seeded bug whose timer is phased by the nodes' clock
 NEMESIS_PACKAGES = {
     "start-partition": "partition",
     "stop-partition": "partition",
@@ -119,6 +120,22 @@ class Plan:
     notes: list[str] = field(default_factory=list)  # what the real cluster does differently
     queue: dict[str, Any] = field(default_factory=dict)  # queue runs: acks, min-isr, replication-factor, …
     settle: float = 0.0  # seconds from the heal to the final reads, at least (a simulator run's fixed pause)
+    main_start: int | None = None  # a simulator run's: when its main phase began on the nodes' clocks (ns)
+
+    def phase_period(self) -> int | None:
+        """The period (ns) of the nodes' clock-phased timers this run's bugs have, if any: the lazy-flush
+        bug's flushes fall on multiples of its interval of the node's clock (nodes.raft.timing.next_lazy_flush)."""
+        if self.main_start is None or LAZY_FLUSH not in self.bugs:
+            return None
+        return RAFT_CONFIG.lazy_flush_interval_ms * 1_000_000
+
+    def phase_wait(self, now: int) -> int:
+        """ns to wait from `now` (the real nodes' clock) so that the main phase starts in the phase of the
+        clock-phased timers the stored run's main phase started in (0 when nothing is phased by the clock)."""
+        period = self.phase_period()
+        if period is None or self.main_start is None:
+            return 0
+        return (self.main_start - now) % period
 
     @property
     def names(self) -> list[str]:
@@ -292,6 +309,7 @@ def load_plan(run_dir: str | Path) -> Plan:
         notes=notes,
         queue=queue_options(doc, test, nodes) if queue else {},
         settle=RECOVERY_SECONDS if source_backend == "sim" else 0.0,
+        main_start=int(doc["main-start"]) if source_backend == "sim" and "main-start" in doc else None,
     )
 
 

@@ -381,3 +381,25 @@ def test_ordered_replay_waits_for_the_stored_happens_before(tmp_path: Path) -> N
             assert read[5] >= 320 * MS and applied[0] >= 320 * MS
         else:
             assert read[5] < 250 * MS and applied[0] < 250 * MS
+
+
+def test_lazy_flush_plan_waits_for_the_stored_runs_flush_phase(tmp_path: Path) -> None:
+    """The lazy-flush bug's flushes fall on whole seconds of the nodes' clock, in the simulator and on real
+    nodes: a replay starts its main phase at the fraction of a second the stored run's began at, so a kill
+    that came just before (or during) a flush in the simulator comes just before it on the real nodes too."""
+    from harness.commands.replay import align_phase
+
+    doc = sim_schedule(start="ready", bugs=["lazy-flush"], **{"main-start": 1_103 * MS})
+    plan = load_plan(write_run(tmp_path / "run", "sim", doc, READY))
+    assert plan.main_start == 1_103 * MS and plan.phase_period() == S
+    assert plan.phase_wait(7 * S + 50 * MS) == 53 * MS  # 7.050 s → 7.103 s
+    assert plan.phase_wait(7 * S + 103 * MS) == 0
+    assert plan.phase_wait(7 * S + 200 * MS) == 903 * MS  # just missed it: the next second's
+    slept: list[float] = []
+    waited = align_phase(plan, "monotonic", slept.append)
+    assert 0 <= waited < S and slept == ([waited / S] if waited else [])
+    # other bugs have no clock-phased timer; runs stored before "main-start" cannot be aligned
+    other = load_plan(write_run(tmp_path / "other", "sim", {**doc, "bugs": ["stale-read"]}, READY))
+    assert other.phase_period() is None and other.phase_wait(7 * S) == 0
+    old = {k: v for k, v in doc.items() if k != "main-start"}
+    assert load_plan(write_run(tmp_path / "old", "sim", old, READY)).phase_wait(7 * S) == 0
