@@ -387,14 +387,22 @@ def renaming(plan: Plan, leader: str | None, partition_leaders: Mapping[str, str
     the quorum leader. Of the best renamings the one that moves the fewest nodes (nothing if none helps)."""
     fresh = dict(partition_leaders or {})
     used = {o["key"] for o in plan.ops if o.get("key") is not None}
+    names = plan.names
+    rf = int((plan.queue or {}).get("replication-factor", 0))
     wants: list[tuple[int, str, str]] = []  # (weight, stored node, fresh node)
     for part, stored in plan.partition_leaders.items():
         if part in fresh:
             weight = 1000 if part == plan.failing_key else 100 if part in used else 1
             wants.append((weight, stored, fresh[part]))
+            # its followers too: a pause of "the leader and one follower" must not become "the leader and a
+            # node that holds no replica of it"
+            followers = 400 if part == plan.failing_key else 40 if part in used else 0
+            if followers and stored in names and fresh[part] in names:
+                wants += [
+                    (followers, a, b) for a, b in zip(replicas(names, stored, rf), replicas(names, fresh[part], rf))
+                ]
     if plan.leader is not None and leader is not None:
         wants.append((10, plan.leader, leader))
-    names = plan.names
     best: tuple[int, int] | None = None
     chosen: dict[str, str] = {}
     for perm in itertools.permutations(names):
@@ -404,6 +412,14 @@ def renaming(plan: Plan, leader: str | None, partition_leaders: Mapping[str, str
         if best is None or (score, -moved) > best:
             best, chosen = (score, -moved), mapping
     return {a: b for a, b in chosen.items() if a != b}
+
+
+def replicas(names: Sequence[str], leader: str, rf: int) -> list[str]:
+    """A partition's followers, given its first leader: the controller assigns a new topic's partition to `rf`
+    consecutive live brokers by id, the first of them its leader (nodes.broker.controller._auto_assignment;
+    every broker is live when the queue workload creates its topic)."""
+    i = list(names).index(leader)
+    return [names[(i + j) % len(names)] for j in range(1, max(1, rf))]
 
 
 def order(
