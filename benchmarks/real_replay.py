@@ -7,7 +7,7 @@ shows the same anomaly class, unless --all); when the minimal schedule does not 
 original (unshrunk) failing schedule is replayed the same way. Prints a markdown table; every
 attempt is stored under --store, and the replay outputs go to --store/<bug>-*.log.
 
-Usage: .venv/bin/python benchmarks/real_replay.py [--bugs a,b] [--times 5] [--all] [--shrink-budget 90s]
+Usage: .venv/bin/python benchmarks/real_replay.py [--bugs a,b] [--times 5] [--all] [--shrink-budget 400s]
        [--shrink-max-runs N] [--fsync-delay MS] [--observable] [--robust K|M/K] [--no-original]
 """
 
@@ -78,13 +78,15 @@ def main() -> None:
     parser.add_argument(
         "--no-original", action="store_true", help="do not replay the original schedule when the minimal one fails"
     )
-    parser.add_argument("--shrink-budget", default="90s", help="shrink --budget (wall time; default 90s)")
+    parser.add_argument(
+        "--shrink-budget", default="400s", help="shrink --budget: a wall-time cap (default 400s; 0 for none)"
+    )
     parser.add_argument(
         "--shrink-max-runs",
-        default=None,
+        default="600",
         metavar="N",
-        help="shrink --max-runs N (a run budget, the same minimal schedule on any machine; with "
-        "--shrink-budget, whichever ends first)",
+        help="shrink --max-runs N (default 600): a run budget, so the same minimal schedule on any machine "
+        "unless the --shrink-budget cap ends the shrink first (the table says so)",
     )
     parser.add_argument("--time-limit", type=float, default=20.0, help="seconds per explored run (default 20)")
     parser.add_argument("--store", default="/tmp/kraftwerk-real-replay")
@@ -143,7 +145,7 @@ def main() -> None:
             run_shrink(
                 argparse.Namespace(
                     run_dir=str(run),
-                    budget=args.shrink_budget,
+                    budget=None if str(args.shrink_budget) in ("0", "0s") else args.shrink_budget,
                     max_runs=args.shrink_max_runs,
                     quiet=True,
                     observable=args.observable,
@@ -153,7 +155,9 @@ def main() -> None:
         s = json.loads(out.getvalue().strip().splitlines()[-1])
         a = s["after"]
         timings = f"{s['robust-hits']} of {s['robust']}" if "robust-hits" in s else "—"
-        timings += f" ({s['runs']} runs / {s['seconds']:.0f} s)"
+        timings += f" ({s['runs']} runs / {s['seconds']:.0f} s"
+        capped = args.shrink_max_runs and s["runs"] < int(args.shrink_max_runs) and "budget-seconds" in s
+        timings += ", wall cap hit)" if capped and s["seconds"] >= s["budget-seconds"] else ")"
         minimal_on = replay(
             run / "minimal", store / "docker", store / f"{bug}-minimal.log", args.times, args.all, args.fsync_delay
         )

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,10 +56,12 @@ from checkers.errors import InputError
 from checkers.verdict import (
     failing_key,
 )
-from harness.sim.cluster import RECOVERY_SECONDS
+from harness.nemesis.schedule import HEAL, HEAL_ORDER
+from harness.sim.cluster import RAFT_CONFIG, RECOVERY_SECONDS
 from workloads import generator as gen
 
 SECOND = 1_000_000_000
+LAZY_FLUSH = "lazy-flush"  # the seeded bug whose timer is phased by the nodes' clock
 NEMESIS_PACKAGES = {
     "start-partition": "partition",
     "stop-partition": "partition",
@@ -119,6 +121,22 @@ class Plan:
     notes: list[str] = field(default_factory=list)  # what the real cluster does differently
     queue: dict[str, Any] = field(default_factory=dict)  # queue runs: acks, min-isr, replication-factor, …
     settle: float = 0.0  # seconds from the heal to the final reads, at least (a simulator run's fixed pause)
+    main_start: int | None = None  # a simulator run's: when its main phase began on the nodes' clocks (ns)
+
+    def phase_period(self) -> int | None:
+        """The period (ns) of the nodes' clock-phased timers this run's bugs have, if any: the lazy-flush
+        bug's flushes fall on multiples of its interval of the node's clock (nodes.raft.timing.next_lazy_flush)."""
+        if self.main_start is None or LAZY_FLUSH not in self.bugs:
+            return None
+        return RAFT_CONFIG.lazy_flush_interval_ms * 1_000_000
+
+    def phase_wait(self, now: int) -> int:
+        """ns to wait from `now` (the real nodes' clock) so that the main phase starts in the phase of the
+        clock-phased timers the stored run's main phase started in (0 when nothing is phased by the clock)."""
+        period = self.phase_period()
+        if period is None or self.main_start is None:
+            return 0
+        return (self.main_start - now) % period
 
     @property
     def names(self) -> list[str]:
@@ -292,6 +310,7 @@ def load_plan(run_dir: str | Path) -> Plan:
         notes=notes,
         queue=queue_options(doc, test, nodes) if queue else {},
         settle=RECOVERY_SECONDS if source_backend == "sim" else 0.0,
+        main_start=int(doc["main-start"]) if source_backend == "sim" and "main-start" in doc else None,
     )
 
 
@@ -368,14 +387,22 @@ def renaming(plan: Plan, leader: str | None, partition_leaders: Mapping[str, str
     the quorum leader. Of the best renamings the one that moves the fewest nodes (nothing if none helps)."""
     fresh = dict(partition_leaders or {})
     used = {o["key"] for o in plan.ops if o.get("key") is not None}
+    names = plan.names
+    rf = int((plan.queue or {}).get("replication-factor", 0))
     wants: list[tuple[int, str, str]] = []  # (weight, stored node, fresh node)
     for part, stored in plan.partition_leaders.items():
         if part in fresh:
             weight = 1000 if part == plan.failing_key else 100 if part in used else 1
             wants.append((weight, stored, fresh[part]))
+            # its followers too: a pause of "the leader and one follower" must not become "the leader and a
+            # node that holds no replica of it"
+            followers = 400 if part == plan.failing_key else 40 if part in used else 0
+            if followers and stored in names and fresh[part] in names:
+                wants += [
+                    (followers, a, b) for a, b in zip(replicas(names, stored, rf), replicas(names, fresh[part], rf))
+                ]
     if plan.leader is not None and leader is not None:
         wants.append((10, plan.leader, leader))
-    names = plan.names
     best: tuple[int, int] | None = None
     chosen: dict[str, str] = {}
     for perm in itertools.permutations(names):
@@ -385,6 +412,14 @@ def renaming(plan: Plan, leader: str | None, partition_leaders: Mapping[str, str
         if best is None or (score, -moved) > best:
             best, chosen = (score, -moved), mapping
     return {a: b for a, b in chosen.items() if a != b}
+
+
+def replicas(names: Sequence[str], leader: str, rf: int) -> list[str]:
+    """A partition's followers, given its first leader: the controller assigns a new topic's partition to `rf`
+    consecutive live brokers by id, the first of them its leader (nodes.broker.controller._auto_assignment;
+    every broker is live when the queue workload creates its topic)."""
+    i = list(names).index(leader)
+    return [names[(i + j) % len(names)] for j in range(1, max(1, rf))]
 
 
 def order(
@@ -446,7 +481,22 @@ def replay_generator(plan: Plan, mapping: Mapping[str, str] | None = None, order
         lanes.setdefault(gen.NEMESIS, []).append({"seq": len(plan.ops) + k, **e, "value": rename(e["value"], mapping)})
     limit = int(plan.time_limit * SECOND)
     kept = {lane: tuple(i for i in items if i["at"] < limit) for lane, items in lanes.items()}
-    return gen.any_of(gen.sleep(plan.time_limit), gen.Plan(kept, limit, ordered))
+    main = gen.any_of(gen.sleep(plan.time_limit), gen.Plan(kept, limit, ordered))
+    if plan.source_backend != "sim":
+        return main
+    # the simulator heals at the time limit with client operations still in flight (they complete after the
+    # heal, as a read that waited on an isolated leader does); the real runner's heal phase would first wait
+    # for them, up to the client timeout, and leave the faults in force that long: heal at the limit here
+    # (a package's faults may be of another kind: the clock package's leader fault is a partition)
+    packages = {*plan.nemeses, *(NEMESIS_PACKAGES[e["f"]] for e in plan.events if e["f"] in NEMESIS_PACKAGES)}
+    return gen.Seq([main, gen.nemesis(heal_events(packages))])  # not phases: those wait for every thread
+
+
+def heal_events(packages: Iterable[str]) -> list[dict[str, Any]]:
+    """The events that heal every package in `packages`, in the nemesis' heal order (network, processes,
+    clocks), as the simulator heals at the end of its main phase."""
+    wanted = set(packages)
+    return [{"f": HEAL[p], "value": None} for p in HEAL_ORDER if p in wanted]
 
 
 def reproduced(results: Mapping[str, Any], target: frozenset[str]) -> bool:

@@ -94,9 +94,16 @@ def from_schedule(doc: dict[str, Any], bugs: list[str] | None = None) -> tuple[T
         if name not in doc:
             raise InputError(f"schedule.json has no {name!r} (written by an older kraftwerk?)")
     version = doc.get("format", 1)
-    if version != SCHEDULE_FORMAT:
+    if version == 2 and "lazy-flush" in doc.get("bugs", []):
         raise InputError(
-            f"schedule.json is format {version}; this kraftwerk replays and shrinks format {SCHEDULE_FORMAT} only "
+            f"schedule.json is format 2 with the lazy-flush bug; this kraftwerk replays and shrinks it in format "
+            f"{SCHEDULE_FORMAT} only (its lazy flushes now fall on whole seconds of the node's clock, so the "
+            "history would differ): run its seed again with `kraftwerk explore` or `kraftwerk test --backend sim`"
+        )
+    if version not in (2, SCHEDULE_FORMAT):
+        raise InputError(
+            f"schedule.json is format {version}; this kraftwerk replays and shrinks formats 2 and {SCHEDULE_FORMAT} "
+            "only "
             "(the simulator's clients changed, so an older run's history cannot come back byte for byte: "
             "run its seed again with `kraftwerk explore` or `kraftwerk test --backend sim`)"
         )

@@ -31,6 +31,7 @@ STREAMS: dict[str, str] = {
     "start-smaller": "shrink: fresh small runs to start shrinking from",
     "start-longer": "shrink: fresh longer runs to start shrinking from",
     "robust-faults": "shrink --robust: how late each fault lands in the other timings",
+    "robust-cluster": "shrink --robust: how late the main phase starts and killed nodes serve in the other timings",
 }
 
 

@@ -17,7 +17,8 @@ import argparse
 import json
 import shlex
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,21 @@ def replay_spec(plan: Plan, args: argparse.Namespace, backend: str) -> TestSpec:
     )
 
 
+def align_phase(plan: Plan, clock_source: str, sleep: Callable[[float], None] = time.sleep) -> int:
+    """Wait until the real nodes' clock stands in the phase of their clock-phased timers that the stored run's
+    main phase began in (the lazy-flush bug's flushes; containers share the host's clocks); the ns waited."""
+    now = time.time_ns() if clock_source == "wall" else time.monotonic_ns()
+    wait = plan.phase_wait(now)
+    if wait:
+        print(
+            f"  waiting {wait / 1e6:.0f} ms to start the main phase in the stored run's lazy-flush phase "
+            f"({plan.main_start % (plan.phase_period() or 1) / 1e6:.0f} ms into the nodes' flush interval)",
+            file=sys.stderr,
+        )
+        sleep(wait / SECOND)
+    return wait
+
+
 def run_on_cluster(args: argparse.Namespace) -> int:
     """`kraftwerk replay RUN_DIR` on docker/netns/local/ssh; the exit code of the epilog."""
     from harness.commands.test import describe, run_real_test, runnable_problem
@@ -223,6 +239,7 @@ def run_on_cluster(args: argparse.Namespace) -> int:
                 + " in the schedule",
                 file=sys.stderr,
             )
+        align_phase(plan, spec.clock_source)
         return replay_generator(plan, mapping, ordered=not args.no_order)
 
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from checkers.errors import InputError
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_UNKNOWN
-from harness.shrink import REGRESSION_TEST, Shrinker, parse_budget, parse_max_runs, parse_robust
+from harness.shrink import REGRESSION_TEST, Shrinker, as_stored, parse_budget, parse_max_runs, parse_robust
 from harness.simrun import from_schedule, load_run, simulate, store_run
 from harness.spec import TestSpec
 
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     wanted = f"all {robust}" if robust_min == robust else f"{robust_min} of {robust}"
     if robust > 1 and best is original:
         say(f"warning: no schedule failed the same way under {wanted} timings; kept the original run")
-    hits = shrinker.timings_failing((best.spec, best.plan)) if robust > 1 else None
+    hits = shrinker.timings_failing(as_stored(best)) if robust > 1 else None
     if hits is not None:
         say(f"the minimal schedule fails the same way under {hits} of its {robust} timings ({wanted} asked)")
     # the minimal schedule must replay byte for byte

@@ -87,6 +87,11 @@ class SimPlan:
     links: str = "tcp"
     start: str = "ready"
     clocks: str = "wall"
+    # how a real cluster is slower (`shrink --robust`'s other timings; not stored, 0 in a stored run's own
+    # timing): the main phase begins this long after the cluster is ready (a real harness polls for the leader
+    # and a replay waits for the lazy-flush phase), and a killed node serves again this long after its start
+    ready_delay: int = 0  # ns
+    restart_delay: int = 0  # ns
 
     def __post_init__(self) -> None:
         for name in MODES:
@@ -104,6 +109,9 @@ class SimResult:
     ops: list[dict[str, Any]]
     stats: dict[str, Any]
     workload_options: dict[str, Any] = field(default_factory=dict)  # the workload's, as schedule.json stores them
+    # when the main phase began on the nodes' clocks (ns): a replay on a real cluster starts its main phase in
+    # the same phase of the nodes' clock-phased timers (the lazy-flush bug's, nodes.raft.timing.next_lazy_flush)
+    main_start: int = 0
 
     def schedule_document(self, spec: TestSpec, plan: SimPlan | None = None) -> dict[str, Any]:
         """`schedule.json`: everything needed to drive this run of `spec` (and `plan`) again without the
@@ -124,6 +132,7 @@ class SimResult:
             "clock-source": spec.clock_source,
             **({"lease-reads": True} if spec.lease_reads else {}),
             **self.workload_options,
+            "main-start": self.main_start,
             "nemesis": self.schedule,
             "ops": self.ops,
         }
@@ -208,7 +217,7 @@ class Simulation:
             if plan.schedule is not None
             else generate(seed, self.names, list(spec.nemeses), spec.time_limit, spec.interval, spec.partition_kinds)
         )
-        self.faults = SimFaults(self.nodes.values(), self.net, self.sched, seed)
+        self.faults = SimFaults(self.nodes.values(), self.net, self.sched, seed, restart_delay=plan.restart_delay)
         self.nemesis = NemesisInterpreter(self.faults, self.names, stream("nemesis-run", seed))
 
     # ------------------------------------------------------------------ plumbing used by nodes/clients
@@ -300,6 +309,8 @@ class Simulation:
             self._await_leader()
             if setup is not None:
                 self._setup(setup)
+            if self.plan.ready_delay:
+                self.sched.run_until(self.sched.now + self.plan.ready_delay)
             self.phase = "main"
             self.main_start = self.sched.now
             self.main_end = self.main_start + int(spec.time_limit * SECOND)
@@ -354,7 +365,15 @@ class Simulation:
         }
         self.recorder.close()
         return SimResult(
-            self.recorder, self.events, logs, invariants, self.schedule, self.op_log, stats, self.workload.options()
+            self.recorder,
+            self.events,
+            logs,
+            invariants,
+            self.schedule,
+            self.op_log,
+            stats,
+            self.workload.options(),
+            self.main_start,
         )
 
     def _main_generator(self) -> gen.Generator:

@@ -28,8 +28,12 @@ class SimFaults:
     """Every fault of the port, on a simulation's nodes, network and scheduler (deterministic: scheduler
     events and named random streams)."""
 
-    def __init__(self, nodes: Iterable[SimNode], net: Network, sched: Scheduler, seed: int | str) -> None:
+    def __init__(
+        self, nodes: Iterable[SimNode], net: Network, sched: Scheduler, seed: int | str, restart_delay: int = 0
+    ) -> None:
         self.nodes: dict[str, SimNode] = {n.name: n for n in nodes}
+        self.restart_delay = restart_delay  # ns from a start to the node's process running again (0: at once)
+        self._starting: dict[str, int] = {}  # node -> generation of its delayed start (a kill cancels it)
         self.net = net
         self.sched = sched
         self.packet_rng = stream("packets", seed)
@@ -47,13 +51,24 @@ class SimFaults:
     # ------------------------------------------------------------------ processes
     def kill(self, nodes: Sequence[str]) -> list[str]:
         for n in nodes:
+            self._starting.pop(n, None)  # a process still starting is killed too
             self.nodes[n].crash()
         return list(nodes)
 
     def start(self, nodes: Sequence[str]) -> list[str]:
         for n in nodes:
-            self.nodes[n].restart()
+            if not self.restart_delay:
+                self.nodes[n].restart()
+            elif n not in self._starting and not self.nodes[n].alive:
+                self._generation += 1
+                self._starting[n] = self._generation
+                self.sched.at(self.sched.now + self.restart_delay, self._started, n, self._generation)
         return list(nodes)
+
+    def _started(self, name: str, generation: int) -> None:
+        if self._starting.get(name) == generation:
+            del self._starting[name]
+            self.nodes[name].restart()
 
     def pause(self, nodes: Sequence[str]) -> list[str]:
         for n in nodes:

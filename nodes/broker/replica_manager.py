@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from ..raft.config import MS
+from ..raft.timing import next_lazy_flush
 from . import bugs as B
 from .batch import Batch
 from .config import BrokerConfig, parse_bool
@@ -73,7 +74,7 @@ class ReplicaManager:
         for tp, batches in sorted(logs.items()):
             self.partitions[tp] = self._new_partition(tp, PartitionLog(batches))
         if self.lazy:
-            self._lazy_flush_at = now + self.lazy_interval
+            self._lazy_flush_at = next_lazy_flush(now, self.lazy_interval)
 
     # ------------------------------------------------------------------ helpers
 
@@ -598,7 +599,7 @@ class ReplicaManager:
                 self._check_isr(now)
                 self._schedule_isr_check(now)
         if self._lazy_flush_at is not None and now >= self._lazy_flush_at:
-            self._lazy_flush_at = now + self.lazy_interval
+            self._lazy_flush_at = next_lazy_flush(now, self.lazy_interval)
             for p in self.partitions.values():
                 if p.flush_inflight is None and (p.flushed < p.leo or p.flushed_truncations < p.truncations):
                     p.flush_inflight = p.leo

@@ -83,7 +83,13 @@ from .messages import (
 from .quorum_state import QuorumState
 from .records import MAX_PAYLOAD, Record, leader_change_payload
 from .state import PERSISTED, Role, Trigger, check_transition, startup_state
-from .timing import binary_exponential_backoff, election_timeout, fetch_timeout, strict_exponential_backoff
+from .timing import (
+    binary_exponential_backoff,
+    election_timeout,
+    fetch_timeout,
+    next_lazy_flush,
+    strict_exponential_backoff,
+)
 
 
 class _Stop(Exception):
@@ -550,7 +556,7 @@ class RaftNode:
             self._repair_to = repair_to
             self._repair_epoch = persisted.repair_epoch if persisted is not None else 0
         if self._lazy:
-            self._lazy_flush_at = self._now + self.config.lazy_flush_interval_ms * MS
+            self._lazy_flush_at = next_lazy_flush(self._now, self.config.lazy_flush_interval_ms * MS)
         s = startup_state(persisted, self._log.last_epoch, self.node_id, self.voters)
         self.epoch, self.leader_id, self.voted_for = s.epoch, s.leader_id, s.voted_for
         if s.role is Role.RESIGNED and B.RESTART_AS_LEADER in self.bugs:
@@ -586,7 +592,7 @@ class RaftNode:
 
     def _poll_timers(self) -> None:
         if self._lazy and self._due(self._lazy_flush_at):
-            self._lazy_flush_at = self._now + self.config.lazy_flush_interval_ms * MS
+            self._lazy_flush_at = next_lazy_flush(self._now, self.config.lazy_flush_interval_ms * MS)
             if self._flush_inflight is None and self._flushed < self._log.end_offset:
                 self._flush_inflight = self._log.end_offset
                 self._emit(Flush(self._log.end_offset))

@@ -51,3 +51,11 @@ def strict_exponential_backoff(config: RaftConfig, node_id: int, preferred: Sequ
         return 0
     n = len(preferred)
     return ((cap >> (n - 1)) << (p - 1)) * MS
+
+
+def next_lazy_flush(now: int, interval_ns: int) -> int:
+    """When the ``lazy-flush`` bug's timer fires next: the first multiple of the interval after ``now``.
+
+    Phased by the clock, not by when the process started, so every node flushes at the same instants and
+    a replay can start its main phase in the phase a simulated run had (``kraftwerk replay``)."""
+    return (now // interval_ns + 1) * interval_ns

@@ -238,8 +238,53 @@ def test_generator_drives_each_op_at_its_time_on_its_slot_and_node(tmp_path: Pat
     assert by_value["after-crash"][:3] == (1, 3, "n3")
     for value, at in (("crash", 50), ("slow", 100), ("after-crash", 200)):
         assert at * MS <= by_value[value][5] < (at + 250) * MS, value  # never early, not much late
-    assert [(f, v) for f, v, _ in applied] == [("kill", ["n3"]), ("start", None)]
+    # a simulated run's heal at the limit (`start` of every killed node) comes at the end of the main phase
+    assert [(f, v) for f, v, _ in applied] == [("kill", ["n3"]), ("start", None), ("start", None)]
     assert 120 * MS <= applied[0][2] < 370 * MS and 300 * MS <= applied[1][2] < 550 * MS
+    assert applied[2][2] >= 800 * MS
+
+
+@pytest.mark.parametrize("source", ["sim", "docker"])
+def test_a_simulated_runs_heal_comes_at_the_limit_with_operations_in_flight(tmp_path: Path, source: str) -> None:
+    """The simulator heals when its main phase ends, while client operations are still in flight (a read
+    waiting on an isolated leader completes after the heal); a replay of it heals at the limit too, not once
+    the operations completed. A real run healed after them: its replay leaves that to the heal phase."""
+    ops = [{"at": 650 * MS, "client": 0, "f": "write", "key": "r1", "value": "slow", "node": "n1"}]
+    # the clock package's leader fault: a partition, healed as one (and its clock reset)
+    events = [{"at": 100 * MS, "package": "clock", "f": "start-partition", "value": {"n1": ["n2"]}}]
+    plan = Plan(Path("."), source, "register", 1, 3, 1, 0.8, [], ["clock"], events, ops)
+    applied: list[tuple[str, int]] = []
+    seen: list[tuple[Any, ...]] = []
+    clock = monotonic_clock()
+
+    async def nemesis(o: dict[str, Any]) -> Applied:
+        applied.append((o["f"], clock()))
+        return Applied(o["value"], o["value"])
+
+    interp = Interpreter(
+        1,
+        lambda t, p: Slow(t, p, seen, clock),
+        nemesis,
+        Recorder(clock, tmp_path / "h.jsonl"),
+        clock,
+        rng=random.Random(1),
+    )
+
+    async def go() -> int:
+        start = clock()
+        try:
+            await interp.run(replay_generator(plan))
+        finally:
+            await interp.close()
+        return start
+
+    start = asyncio.run(go())
+    done = seen[0][5] + 300 * MS  # the slow write completes 0.3 s after it began, at about 0.95 s
+    if source == "sim":
+        assert [f for f, _ in applied] == ["start-partition", "stop-partition", "reset-clock"]
+        assert 800 * MS <= applied[1][1] - start < done - start  # at the limit, before the write completed
+    else:
+        assert [f for f, _ in applied] == ["start-partition"]
 
 
 def test_bad_options_name_the_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -381,3 +426,25 @@ def test_ordered_replay_waits_for_the_stored_happens_before(tmp_path: Path) -> N
             assert read[5] >= 320 * MS and applied[0] >= 320 * MS
         else:
             assert read[5] < 250 * MS and applied[0] < 250 * MS
+
+
+def test_lazy_flush_plan_waits_for_the_stored_runs_flush_phase(tmp_path: Path) -> None:
+    """The lazy-flush bug's flushes fall on whole seconds of the nodes' clock, in the simulator and on real
+    nodes: a replay starts its main phase at the fraction of a second the stored run's began at, so a kill
+    that came just before (or during) a flush in the simulator comes just before it on the real nodes too."""
+    from harness.commands.replay import align_phase
+
+    doc = sim_schedule(start="ready", bugs=["lazy-flush"], **{"main-start": 1_103 * MS})
+    plan = load_plan(write_run(tmp_path / "run", "sim", doc, READY))
+    assert plan.main_start == 1_103 * MS and plan.phase_period() == S
+    assert plan.phase_wait(7 * S + 50 * MS) == 53 * MS  # 7.050 s → 7.103 s
+    assert plan.phase_wait(7 * S + 103 * MS) == 0
+    assert plan.phase_wait(7 * S + 200 * MS) == 903 * MS  # just missed it: the next second's
+    slept: list[float] = []
+    waited = align_phase(plan, "monotonic", slept.append)
+    assert 0 <= waited < S and slept == ([waited / S] if waited else [])
+    # other bugs have no clock-phased timer; runs stored before "main-start" cannot be aligned
+    other = load_plan(write_run(tmp_path / "other", "sim", {**doc, "bugs": ["stale-read"]}, READY))
+    assert other.phase_period() is None and other.phase_wait(7 * S) == 0
+    old = {k: v for k, v in doc.items() if k != "main-start"}
+    assert load_plan(write_run(tmp_path / "old", "sim", old, READY)).phase_wait(7 * S) == 0

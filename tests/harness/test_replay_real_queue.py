@@ -116,6 +116,23 @@ def led(node: str, partition: str, epoch: int, leader: str, t: int = 0) -> dict[
     }
 
 
+def test_queue_renaming_maps_the_broken_partitions_followers_too() -> None:
+    """no-truncate's minimal schedule paused n4 and n5 while n5 led t0-0 (followers n1, n2: the controller
+    puts a partition on consecutive brokers); the fresh cluster has t0-0 on n4, n5, n1. Swapping only the
+    leaders (n5 ↔ n4) would pause t0-0's leader and a follower; the renaming maps the replicas in order."""
+    stored = {"t0-0": "n5", "t0-1": "n1", "t0-2": "n2"}
+    ops = [{"at": 0, "client": 0, "f": "send", "key": "t0-0", "value": 1, "node": None}]
+    plan = Plan(
+        Path("."), "sim", "queue", 1, 5, 1, 1.0, [], [], [], ops, leader="n1", partition_leaders=stored,
+        failing_key="t0-0", queue={"replication-factor": 3},
+    )  # fmt: skip
+    fresh = {"t0-0": "n4", "t0-1": "n5", "t0-2": "n1"}
+    mapping = renaming(plan, "n1", fresh)
+    assert [mapping.get(n, n) for n in ("n5", "n1", "n2")] == ["n4", "n5", "n1"]  # t0-0's replicas, in order
+    paused = {mapping.get(n, n) for n in ("n4", "n5")}
+    assert "n4" in paused and not paused & {"n5", "n1"}  # its leader and no follower, as in the stored run
+
+
 def test_first_partition_leaders_go_by_leader_epoch_not_by_skewed_clocks() -> None:
     events = [
         led("n1", "t0-1", 1, "n1", t=100),  # a later leader epoch, on a clock running behind

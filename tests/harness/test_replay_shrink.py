@@ -11,11 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from checkers.errors import InputError
 from harness.commands.explore import run as run_explore
 from harness.commands.replay import run as run_replay
 from harness.commands.shrink import run as run_shrink
 from harness.shrink import (
     FAULT_LATE_NS,
+    READY_LATE_NS,
+    RESTART_NS,
     ROBUST_SEED_STEP,
     Shrinker,
     build,
@@ -89,7 +92,7 @@ def test_replay_and_shrink_refuse_an_older_schedule_format_naming_it(
     for name in ("test.json", "history.jsonl"):
         (old / name).write_bytes((stale_run / name).read_bytes())
     doc = json.loads((stale_run / "schedule.json").read_text())
-    assert doc["format"] == 2
+    assert doc["format"] == 3
     doc.pop("format") if version is None else doc.update(format=version)
     (old / "schedule.json").write_text(json.dumps(doc))
     capsys.readouterr()
@@ -98,6 +101,15 @@ def test_replay_and_shrink_refuse_an_older_schedule_format_naming_it(
     shrink = argparse.Namespace(run_dir=str(old), budget="10s", quiet=True, robust=1, observable=False)
     assert run_shrink(shrink) == 254
     assert "schedule.json is format 1" in capsys.readouterr().err
+
+
+def test_format_2_replays_unless_it_has_the_lazy_flush_bug(stale_run: Path) -> None:
+    """Format 3 moved only the lazy-flush bug's flushes (onto whole seconds of the node's clock): a format 2
+    run without that bug gives the same history; one with it is refused, naming why."""
+    doc = {**json.loads((stale_run / "schedule.json").read_text()), "format": 2}
+    assert from_schedule(doc)[0].bugs == ("stale-read",)
+    with pytest.raises(InputError, match="format 2 with the lazy-flush bug"):
+        from_schedule({**doc, "bugs": ["lazy-flush"]})
 
 
 def test_shrink_to_a_minimal_schedule_and_regression_test(stale_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -234,16 +246,21 @@ def test_fails_counts_timings_and_stops_once_decided(monkeypatch: pytest.MonkeyP
     import harness.shrink as shrink
 
     class Run:
-        def __init__(self, seed: int, failing: set[int]) -> None:
-            self.valid = seed not in failing
-            self.anomalies = frozenset({"nonlinearizable"}) if seed in failing else frozenset()
+        def __init__(self, spec: TestSpec, plan: SimPlan, failing: set[int]) -> None:
+            self.spec, self.plan = spec, plan
+            self.valid = spec.seed not in failing
+            self.anomalies = frozenset({"nonlinearizable"}) if spec.seed in failing else frozenset()
+            # what the run did: the other timings replay these, not fresh draws of their own seeds
+            self.sim = argparse.Namespace(schedule=[], ops=[])
 
     failing: set[int] = set()
     seen: list[int] = []
+    plans: list[SimPlan] = []
 
     def fake(spec: TestSpec, plan: SimPlan, check_time_limit: float = 0) -> Run:
         seen.append(spec.seed)
-        return Run(spec.seed, failing)
+        plans.append(plan)
+        return Run(spec, plan, failing)
 
     monkeypatch.setattr(shrink, "simulate", fake)
     shrinker = Shrinker.__new__(Shrinker)
@@ -262,6 +279,8 @@ def test_fails_counts_timings_and_stops_once_decided(monkeypatch: pytest.MonkeyP
         seen.clear()
         assert (shrinker.fails((TestSpec(seed=0), SimPlan())) is not None) is accepted, fail_at
         assert len(seen) == runs, (fail_at, seen)
+    # a fresh candidate (faults and operations drawn from its seed): its other timings drive what it did
+    assert {(p.schedule is None, p.ops is None) for p in plans} == {(True, True), (False, False)}
     shrinker.robust_min = 4
     failing.clear()
     failing.update({0, 2 * step})
@@ -474,3 +493,48 @@ def test_other_timings_move_faults_late_in_order_and_keep_the_rest() -> None:
         moved_any |= ats != [e["at"] for e in schedule]
         assert other_timing(candidate, k)[1].schedule == plan.schedule  # drawn from the seed: the same every time
     assert moved_any
+
+
+def test_other_timings_start_the_main_phase_late_and_restart_slowly() -> None:
+    """--robust's other timings start the main phase 0-1 s after the cluster is ready and let a killed node
+    serve 0.3-1.2 s after its start, as on docker; the run's own timing keeps the simulator's instants."""
+    candidate = (TestSpec(seed=11, time_limit=2.0), SimPlan(schedule=[], ops=[]))
+    assert candidate[1].ready_delay == 0 and candidate[1].restart_delay == 0
+    delays = [other_timing(candidate, k)[1] for k in range(1, 9)]
+    assert all(0 <= p.ready_delay < READY_LATE_NS and RESTART_NS[0] <= p.restart_delay < RESTART_NS[1] for p in delays)
+    assert len({p.ready_delay for p in delays}) == len(delays)  # drawn per timing
+    assert [p.ready_delay for p in delays] == [other_timing(candidate, k)[1].ready_delay for k in range(1, 9)]
+
+
+def test_simulation_honours_a_ready_delay_and_a_restart_delay() -> None:
+    """The simulator's own knobs behind those timings: the main phase starts `ready_delay` after the cluster
+    is ready, and a started node is back only `restart_delay` later (a kill before then cancels the start)."""
+    from harness.sim.cluster import Simulation
+
+    second = 1_000_000_000
+    schedule = [
+        {"at": 200_000_000, "package": "kill", "f": "kill", "value": ["n2"]},
+        {"at": 400_000_000, "package": "kill", "f": "start", "value": None},
+    ]
+    spec = TestSpec(seed=3, time_limit=2.0, nodes=3, concurrency=1, nemeses=("kill",))
+    base = Simulation(spec, SimPlan(schedule=schedule, ops=[]))
+    base.run()
+    slow = Simulation(spec, SimPlan(schedule=schedule, ops=[], ready_delay=700_000_000, restart_delay=300_000_000))
+    slow.run()
+    assert slow.main_start == base.main_start + 700_000_000
+
+    def back(sim: Simulation) -> int:  # when n2 came back: its first event after the kill
+        kill = sim.main_start + 200_000_000
+        return min(e["time"] for e in sim.events if e["node"] == "n2" and e["time"] > kill)
+
+    assert back(base) - base.main_start < 400_000_000 + second // 100
+    assert back(slow) - slow.main_start >= 400_000_000 + 300_000_000
+    # a kill while the node is still starting: it stays down until the next start
+    faults = slow.faults
+    faults.restart_delay = second
+    node = faults.nodes["n1"]
+    node.crash()
+    faults.start(["n1"])
+    faults.kill(["n1"])
+    slow.sched.run_until(slow.sched.now + 2 * second)
+    assert not node.alive

@@ -271,7 +271,7 @@ def _chaos(c: Cluster, rounds: int = 30) -> set[str]:
     [
         ("forget-vote", 0, "MonotonicEpoch"),  # the simulator's invariants: a vote held in memory is not on disk
         ("lazy-flush", 0, "MajorityReachedHighWatermark"),
-        ("lazy-flush", 1, "hw-regression"),  # the epoch checker, over the nodes' events
+        ("lazy-flush", 4, "hw-regression"),  # the epoch checker, over the nodes' events
         ("commit-old-epoch", 1, "MonotonicHighWatermark"),
         ("vote-ignores-log", 0, "ConsistentCommittedData"),
     ],

@@ -15,6 +15,7 @@ from nodes.raft import (
     VoteResponse,
 )
 from nodes.raft.effects import Event
+from nodes.raft.timing import next_lazy_flush
 
 from .helpers import fetch, flush_all, hws, log_of, make_follower, make_leader, of
 
@@ -75,6 +76,24 @@ def test_lazy_flush_bug_counts_unflushed_entries():
     # the lazy flush happens later, on a timer
     later = node.tick(node.config.lazy_flush_interval_ms * MS)
     assert of(later, Flush) == [Flush(2)]
+
+
+def test_lazy_flush_timer_falls_on_whole_intervals_of_the_clock():
+    """The lazy flushes are phased by the node's clock, not by when it started: a node started 0.3 s into
+    an interval flushes at the interval's end, so nodes started at any moment (a simulator's, a container's)
+    flush in the phase a replay can line up with."""
+    interval = 1000 * MS
+    node, _ = make_leader(1, epoch=1, flush=False, bugs={"lazy-flush"}, now=7300 * MS)
+    assert node.next_deadline() <= 8000 * MS
+    node.append(7400 * MS, b"w", "r1")
+    assert of(node.tick(7999 * MS), Flush) == []
+    assert of(node.tick(8000 * MS), Flush) == [Flush(node._log.end_offset)]
+    # the next one a whole interval later, whenever the flush's tick came
+    node.flushed(8100 * MS, node._log.end_offset)
+    node.append(8150 * MS, b"x", "r1")
+    assert of(node.tick(8990 * MS), Flush) == []
+    assert of(node.tick(9001 * MS), Flush) == [Flush(node._log.end_offset)]
+    assert next_lazy_flush(7300 * MS, interval) == 8000 * MS and next_lazy_flush(8000 * MS, interval) == 9000 * MS
 
 
 def test_five_voters_use_the_third_highest_offset():
