@@ -100,6 +100,7 @@ class Partition:
         self.fetch_backoff_until: int | None = None  # follower: skip fetching until then
         self._producers: ProducerStateManager | None = None  # rebuilt from the log when needed
         self.producer_window: tuple[int, bool] = (5, False)  # (batches retained, lenient): seeded bug
+        self.producer_bugs: frozenset[str] = frozenset()  # seeded bugs no-epoch-fence, lso-ignores-open
 
     @property
     def producers(self) -> ProducerStateManager:
@@ -107,7 +108,12 @@ class Partition:
         the log after a role change or truncation."""
         if self._producers is None:
             window, lenient = self.producer_window
-            self._producers = ProducerStateManager(window, lenient)
+            self._producers = ProducerStateManager(
+                window,
+                lenient,
+                no_epoch_fence="no-epoch-fence" in self.producer_bugs,
+                ignore_open="lso-ignores-open" in self.producer_bugs,
+            )
             self._producers.rebuild(self.log.batches)
         return self._producers
 

@@ -81,6 +81,7 @@ class ReplicaManager:
         p = Partition(tp, self.node_id, log)
         if B.DEDUP_WINDOW_1 in self.bugs:
             p.producer_window = (1, True)
+        p.producer_bugs = self.bugs & B.PRODUCER_STATE_BUGS
         return p
 
     def _min_isr(self, tp: TopicPartition) -> int:

@@ -221,3 +221,13 @@ def test_a_clean_simulated_txn_run_is_valid_and_commits_aborts_and_crashes() -> 
     assert {"abort", "crash"} <= errors
     txns = [op for op in checked.sim.recorder.ops if op.f == "txn" and op.type == "ok"]
     assert any(any(m[0] == "send" for m in op.value) and any(m[0] == "poll" and m[1] for m in op.value) for op in txns)
+
+
+@pytest.mark.parametrize(
+    ("bug", "anomaly"),
+    [("lso-ignores-open", "G1a"), ("no-epoch-fence", "G1a")],
+)
+def test_a_transaction_bug_is_caught_in_a_short_simulated_run(bug: str, anomaly: str) -> None:
+    checked = simulate(sim_spec(1, time_limit=12.0, bugs=(bug,)))
+    assert checked.results["valid"] is False
+    assert anomaly in checked.results["queue"]["bad-anomaly-types"], checked.results["queue"]["anomaly-types"]
