@@ -171,7 +171,9 @@ def queue_bugs(seeds: int, time_limit: float) -> None:
     print()
 
 
-def txn(seeds: int, time_limit: float, bugs: list[str], nemesis: str) -> None:
+def txn(
+    seeds: int, time_limit: float, bugs: list[str], nemesis: str, clean: bool = True, skip: tuple[int, ...] = ()
+) -> None:
     """The queue workload's --txn: valid runs without a bug, invalid ones with each transaction bug."""
     nemeses = tuple(n for n in nemesis.split(",") if n)
     print(f"### Queue workload --txn ({seeds} seeds each, nemesis {nemesis or 'none'}, {time_limit:g} s main phase)\n")
@@ -180,13 +182,15 @@ def txn(seeds: int, time_limit: float, bugs: list[str], nemesis: str) -> None:
         "| committed txns (median) | wall s |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    for bug in ["", *bugs]:
+    for bug in ["", *bugs] if clean else bugs:
         verdicts = {True: 0, False: 0, "unknown": 0}
         first = None
         seen: dict[str, int] = {}
         committed: list[int] = []
         t0 = time.monotonic()
         for seed in range(seeds):
+            if seed in skip:
+                continue
             spec = TestSpec(
                 seed=seed,
                 time_limit=time_limit,
@@ -207,14 +211,20 @@ def txn(seeds: int, time_limit: float, bugs: list[str], nemesis: str) -> None:
                 partition_logs=sim.partition_dumps,
             )
             verdicts[v["valid"]] += 1
+            print(
+                f"  {bug or '(none)'} seed {seed}: {v['valid']} ({time.monotonic() - t0:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
             committed.append(v.get("queue", {}).get("stats", {}).get("committed", 0))
             if v["valid"] is False:
                 first = seed if first is None else first
                 for t in v.get("anomaly-types", []):
                     seen[t] = seen.get(t, 0) + 1
         types = ", ".join(f"{k} {n}" for k, n in sorted(seen.items())) or "—"
+        runs = seeds - len([s for s in skip if 0 <= s < seeds])
         print(
-            f"| {bug or '(none)'} | {verdicts[True]}/{seeds} | {verdicts[False]}/{seeds} | {verdicts['unknown']} | "
+            f"| {bug or '(none)'} | {verdicts[True]}/{runs} | {verdicts[False]}/{runs} | {verdicts['unknown']} | "
             f"{first if first is not None else '—'} | {types} | {statistics.median(committed):g} | "
             f"{time.monotonic() - t0:.0f} |",
             flush=True,
@@ -361,6 +371,8 @@ def main() -> None:
     parser.add_argument("--no-callgrind", action="store_true", help="cost: CPU seconds only")
     parser.add_argument("--bug", action="append", default=[], help="txn: also run with this seeded bug (repeatable)")
     parser.add_argument("--nemesis", default="partition,kill", help="txn: the nemeses (default partition,kill)")
+    parser.add_argument("--no-clean", action="store_true", help="txn: only the --bug cases, not the clean one")
+    parser.add_argument("--skip-seed", type=int, action="append", default=[], help="txn: leave this seed out")
     args = parser.parse_args()
     print(f"machine: {platform.node()} — {os.cpu_count()} cores, Python {platform.python_version()}\n")
     if args.what in ("speed", "all"):
@@ -372,7 +384,7 @@ def main() -> None:
     if args.what in ("queue-bugs", "all"):
         queue_bugs(args.seeds, args.time_limit)
     if args.what == "txn":
-        txn(args.seeds, args.time_limit, args.bug, args.nemesis)
+        txn(args.seeds, args.time_limit, args.bug, args.nemesis, not args.no_clean, tuple(args.skip_seed))
     if args.what in ("cost", "digests"):
         root = Path(__file__).resolve().parent.parent
         trees = [Path(t).resolve() for t in args.tree] + [root]
