@@ -15,13 +15,16 @@
 * ``coordinator-no-reload``: a broker that becomes leader of a ``__consumer_offsets`` partition
   serves its groups at once from an empty cache instead of replaying the partition's log first,
   so the groups' committed offsets (and generations) are lost when a coordinator moves.
-* ``no-epoch-fence``: a partition leader accepts a batch whose producer epoch is older than the
-  producer's (a zombie of a fenced transactional producer still appends, and its write opens a
-  transaction on the partition that the producer's next one joins or that holds the LSO back).
-* ``lso-ignores-open``: the last stable offset is the high watermark even while a transaction is
-  open, so read_committed consumers read records that are later aborted (aborted reads).
-* ``marker-partial`` (``txn_coordinator.py``): the coordinator completes a transaction once the
-  first partition's marker is written, and the other partitions' markers are not sent again.
+* ``marker-partial``: the transaction coordinator logs a transaction complete once the first
+  partition's marker is written and never sends the others (``txn_coordinator.py``): those
+  partitions keep the producer's transaction open, its next transaction joins it, and an abort
+  of that one takes the committed records with it (a committed transaction seen in part).
+* ``lso-ignores-open``: a partition's last stable offset is its high watermark even while a
+  transaction is open, so read_committed consumers read records before their commit or abort
+  (aborted reads).
+* ``no-epoch-fence``: a partition leader accepts batches (and markers) of a producer epoch older
+  than the producer's current one: a fenced zombie can still append, and its records join the
+  new instance's transaction.
 * ``lazy-flush`` (shared with the raft core): partition-log writes count as replicated and are
   acknowledged before they are flushed; flushes run only every ``lazy_flush_interval_ms``.
 """
@@ -34,17 +37,17 @@ HW_FROM_LEADER = "hw-from-leader"
 NO_TRUNCATE = "no-truncate"
 STALE_LEADER_PRODUCE = "stale-leader-produce"
 DEDUP_WINDOW_1 = "dedup-window-1"
-NO_EPOCH_FENCE = "no-epoch-fence"
+MARKER_PARTIAL = "marker-partial"
 LSO_IGNORES_OPEN = "lso-ignores-open"
-PRODUCER_STATE_BUGS = frozenset({NO_EPOCH_FENCE, LSO_IGNORES_OPEN})  # a partition's ProducerStateManager's
+NO_EPOCH_FENCE = "no-epoch-fence"
 
 __all__ = [
     "DEDUP_WINDOW_1",
     "HW_FROM_LEADER",
     "LAZY_FLUSH",
     "LSO_IGNORES_OPEN",
+    "MARKER_PARTIAL",
     "NO_EPOCH_FENCE",
     "NO_TRUNCATE",
-    "PRODUCER_STATE_BUGS",
     "STALE_LEADER_PRODUCE",
 ]

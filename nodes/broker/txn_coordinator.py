@@ -29,9 +29,9 @@ CompleteCommit, CompleteAbort.
 
 The coordinator epoch carried by the markers is the leader epoch of the state partition.
 
-Seeded bug ``marker-partial``: the transaction is logged complete (and the producer may go on)
-as soon as the first partition's marker is written; the other markers are never sent, so those
-partitions keep an open transaction that the producer's next one joins.
+Seeded bug ``marker-partial``: only the first partition's marker is sent, and the transaction is
+logged complete (the producer goes on) once it is written; the other partitions keep an open
+transaction, which the producer's next one joins.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from ..kafka.records import decode_batch
 from ..raft.config import MS
 from ..runtime.primitives import DecodeError, Reader
 from . import txn_messages as tm
+from .bugs import MARKER_PARTIAL
 from .coordinator_base import CreateTopic, InternalTopicCoordinator, Load, partition_for
 from .errors import BrokerError
 from .group_messages import (
@@ -63,9 +64,8 @@ from .messages import (
 )
 from .topic_partition import TopicPartition
 
-__all__ = ["MARKER_PARTIAL", "TxnCoordinator", "TxnMetadata"]
+__all__ = ["TxnCoordinator", "TxnMetadata"]
 
-MARKER_PARTIAL = "marker-partial"
 
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT = range(6)
 STATE_NAMES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort")
@@ -439,6 +439,9 @@ class TxnCoordinator(InternalTopicCoordinator):
         by_leader: dict[int, list[TopicPartition]] = {}
         waiting = False
         image = self.host.image
+        if MARKER_PARTIAL in self.bugs and len(meta.markers) > 1:
+            first = min(meta.markers)
+            meta.markers.intersection_update({first})  # seeded bug: the others are forgotten
         for tp in sorted(meta.markers - meta.inflight):
             state = image.partition(tp)
             if state is None:  # the topic is gone: nothing to mark
@@ -480,8 +483,6 @@ class TxnCoordinator(InternalTopicCoordinator):
                 # written; or refused as older than the producer's epoch on that partition: a newer
                 # epoch's marker has ended it (Kafka stops sending too)
                 meta.markers.discard(tp)
-                if error is BrokerError.NONE and MARKER_PARTIAL in self.bugs:
-                    meta.markers.clear()  # seeded bug: one marker is taken for all of them
             else:
                 retry = True  # not leader (any more), not enough replicas, timed out: again later
         if retry and meta.retry_at is None:
@@ -496,10 +497,6 @@ class TxnCoordinator(InternalTopicCoordinator):
         def written(error: BrokerError) -> None:
             if error is not BrokerError.NONE and self._current(meta) and meta.state in _PREPARED:
                 meta.retry_at = self.now + _RETRY_NS  # the markers are written: log the completion again
-            elif error is BrokerError.NONE and MARKER_PARTIAL in self.bugs:
-                for inflight in self._inflight.values():
-                    if inflight.meta is meta:
-                        inflight.meta = TxnMetadata("", -1, -1, 0)  # answers to the rest are ignored
 
         self._write(meta, written, state=state, partitions=frozenset(), start_ns=-1)
 

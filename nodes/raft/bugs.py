@@ -31,7 +31,7 @@ KV_BUGS = frozenset({STALE_READ})
 BROKER_BUGS = frozenset({"hw-from-leader", "no-truncate", "stale-leader-produce", "dedup-window-1"})
 # the group coordinator's (nodes/broker/group_coordinator.py)
 GROUP_BUGS = frozenset({"commit-stale-generation", "coordinator-no-reload"})
-# transactions: the partitions' producer state (nodes/broker/producer_state.py) and the transaction coordinator's
+# transactions: the transaction coordinator's and the partitions' (nodes/broker/bugs.py)
 TXN_BUGS = frozenset({"marker-partial", "lso-ignores-open", "no-epoch-fence"})
 SKIP_CRC = "skip-crc"
 STORAGE_BUGS = frozenset({SKIP_CRC})

@@ -343,23 +343,3 @@ def test_a_new_leader_after_a_crash_holds_the_lso_and_lists_the_abort():
     assert send(new, marker(8, True), origin=COORDINATOR_ORIGIN) is E.NONE
     r = c.request(new, "fetch", request).partitions[0]
     assert r.last_stable_offset == 4 and [b.base_offset for b in r.batches] == [0, 1, 2, 3]
-
-
-def test_seeded_bug_no_epoch_fence_lets_a_zombie_of_an_older_epoch_append_and_open_a_transaction():
-    for bugged in (False, True):
-        m = ProducerStateManager(no_epoch_fence=bugged)
-        m.appended(txn(7, 0, epoch=1), 0, 0)
-        m.marker_appended(TxnMarker(7, 2, ABORT), 1)  # the re-init's abort, at the bumped epoch
-        zombie = txn(7, 1, epoch=1)
-        assert m.validate([zombie]) is (None if bugged else E.INVALID_PRODUCER_EPOCH)
-        if bugged:
-            m.appended(zombie, 2, 2)
-            assert m.first_unstable_offset() == 2  # a transaction nobody will end, unless the producer joins it
-
-
-def test_seeded_bug_lso_ignores_open_transactions():
-    for bugged in (False, True):
-        m = ProducerStateManager(ignore_open=bugged)
-        m.appended(txn(7, 0), 3, 3)
-        assert m.ongoing == {7: 3}
-        assert m.first_unstable_offset() == (None if bugged else 3)

@@ -302,3 +302,54 @@ def test_errors_for_unknown_ids_wrong_producers_and_bad_timeouts() -> None:
     assert r.error is E.PRODUCER_FENCED
     r = c.request(node, "init_producer_id", InitProducerIdRequest(TXN, 1_000, p.pid, p.epoch))
     assert (r.error, r.producer_id, r.producer_epoch) == (E.NONE, p.pid, p.epoch + 1)
+
+
+# ---------------------------------------------------------------------------- seeded bugs
+
+
+@pytest.mark.parametrize("bugs", [(), ("marker-partial",)])
+def test_marker_partial_leaves_a_committed_transaction_half_visible(bugs: tuple[str, ...]) -> None:
+    c = ready(seed=8, bugs=bugs)
+    p = Producer(c)
+    p.init()
+    assert p.add(P0, P1) is E.NONE and p.send(P0, "a") is E.NONE and p.send(P1, "b") is E.NONE
+    assert p.end(commit=True) is E.NONE
+    assert c.run_until(lambda: settled(c, COMPLETE_COMMIT), 10_000)
+    c.run_for(2_000)
+    seen = visible(c, P0) + visible(c, P1)
+    assert seen == (["a"] if bugs else ["a", "b"])  # with the bug, P1's marker was never written
+    # the producer's next transaction joins P1's open one; aborting it takes "b" (committed) with it
+    assert p.add(P1) is E.NONE and p.send(P1, "c") is E.NONE and p.end(commit=False) is E.NONE
+    assert c.run_until(lambda: settled(c, COMPLETE_ABORT), 10_000)
+    c.run_for(1_000)
+    assert visible(c, P1) == ([] if bugs else ["b"])
+
+
+@pytest.mark.parametrize("bugs", [(), ("lso-ignores-open",)])
+def test_lso_ignores_open_lets_read_committed_see_an_open_then_aborted_transaction(bugs: tuple[str, ...]) -> None:
+    c = ready(seed=9, bugs=bugs)
+    p = Producer(c)
+    p.init()
+    assert p.add(P0) is E.NONE and p.send(P0, "open") is E.NONE
+    c.run_for(500)
+    read_early = visible(c, P0)
+    assert read_early == (["open"] if bugs else [])  # an aborted read in the making
+    assert p.end(commit=False) is E.NONE
+    assert c.run_until(lambda: settled(c, COMPLETE_ABORT), 10_000)
+    assert visible(c, P0) == []  # once the marker is there, the aborted list hides it again
+
+
+@pytest.mark.parametrize("bugs", [(), ("no-epoch-fence",)])
+def test_no_epoch_fence_lets_a_zombie_append_into_the_new_instances_transaction(bugs: tuple[str, ...]) -> None:
+    c = ready(seed=10, bugs=bugs)
+    zombie = Producer(c)
+    zombie.init()
+    assert zombie.add(P0) is E.NONE and zombie.send(P0, "old") is E.NONE
+    fresh = Producer(c)
+    fresh.init()
+    assert fresh.add(P0) is E.NONE and fresh.send(P0, "new") is E.NONE
+    late = zombie.send(P0, "late")
+    assert late is (E.NONE if bugs else E.INVALID_PRODUCER_EPOCH)
+    assert fresh.end(commit=True) is E.NONE
+    assert c.run_until(lambda: "new" in visible(c, P0), 10_000)
+    assert visible(c, P0) == (["new", "late"] if bugs else ["new"])  # the zombie's write committed
