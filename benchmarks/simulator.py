@@ -4,12 +4,14 @@
 - election: time from a leader kill to a new leader, p50/p99 over ≥ 20 kills (target p50 ≤ 2 × election timeout);
 - bugs: per seeded bug, in how many of N seeds a run is invalid, and by which checker;
 - queue-bugs: the same for the queue workload (broker bugs, and acks=1 losing writes);
+- txn: the queue workload's --txn, valid runs without a bug and caught ones with each `--bug` given;
 - digests: whether trees give the same history, node events and invariants for 28 seed/workload/bug runs;
 - cost: CPU cost of a fixed set of runs (seeds × register/queue), as callgrind instruction counts
   (load-independent) and best-of-N CPU seconds, for this tree and optionally other trees
   (`--tree DIR`, e.g. a `git worktree` of an older commit) side by side, with each run's history digest.
 
 Usage: .venv/bin/python benchmarks/simulator.py [speed|election|bugs|queue-bugs|cost|all] [--seeds N] [--time-limit S]
+       .venv/bin/python benchmarks/simulator.py txn --seeds 20 --time-limit 30 [--nemesis partition,kill] [--bug NAME]…
        .venv/bin/python benchmarks/simulator.py cost --seeds 3 --time-limit 20 --tree /tmp/old [--no-callgrind]
        .venv/bin/python benchmarks/simulator.py digests --time-limit 15 --tree /tmp/before
 Prints Markdown tables for benchmarks/RESULTS.md.
@@ -169,6 +171,67 @@ def queue_bugs(seeds: int, time_limit: float) -> None:
     print()
 
 
+def txn(
+    seeds: int, time_limit: float, bugs: list[str], nemesis: str, clean: bool = True, skip: tuple[int, ...] = ()
+) -> None:
+    """The queue workload's --txn: valid runs without a bug, invalid ones with each transaction bug."""
+    nemeses = tuple(n for n in nemesis.split(",") if n)
+    print(f"### Queue workload --txn ({seeds} seeds each, nemesis {nemesis or 'none'}, {time_limit:g} s main phase)\n")
+    print(
+        "| case | valid | invalid | unknown | first seed caught | anomaly types seen (runs) "
+        "| committed txns (median) | wall s |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for bug in ["", *bugs] if clean else bugs:
+        verdicts = {True: 0, False: 0, "unknown": 0}
+        first = None
+        seen: dict[str, int] = {}
+        committed: list[int] = []
+        t0 = time.monotonic()
+        for seed in range(seeds):
+            if seed in skip:
+                continue
+            spec = TestSpec(
+                seed=seed,
+                time_limit=time_limit,
+                workload="queue",
+                txn=True,
+                nemeses=nemeses,
+                bugs=(bug,) if bug else (),
+            )
+            sim = Simulation(spec)
+            r = sim.run()
+            v = check_run(
+                r.recorder.history(),
+                r.events,
+                r.logs,
+                r.invariants,
+                "txn-queue",
+                120,
+                partition_logs=sim.partition_dumps,
+            )
+            verdicts[v["valid"]] += 1
+            print(
+                f"  {bug or '(none)'} seed {seed}: {v['valid']} ({time.monotonic() - t0:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+            committed.append(v.get("queue", {}).get("stats", {}).get("committed", 0))
+            if v["valid"] is False:
+                first = seed if first is None else first
+                for t in v.get("anomaly-types", []):
+                    seen[t] = seen.get(t, 0) + 1
+        types = ", ".join(f"{k} {n}" for k, n in sorted(seen.items())) or "—"
+        runs = seeds - len([s for s in skip if 0 <= s < seeds])
+        print(
+            f"| {bug or '(none)'} | {verdicts[True]}/{runs} | {verdicts[False]}/{runs} | {verdicts['unknown']} | "
+            f"{first if first is not None else '—'} | {types} | {statistics.median(committed):g} | "
+            f"{time.monotonic() - t0:.0f} |",
+            flush=True,
+        )
+    print()
+
+
 # Run in the tree under test (cwd and PYTHONPATH = that tree), so it must use only the API every
 # compared commit has: Simulation of SimOptions (before the simulator took the TestSpec) or of a TestSpec.
 # argv: JSON list of [seed, workload], time limit, repeats.
@@ -297,7 +360,7 @@ def digests(trees: list[Path], time_limit: float) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    what = ["speed", "election", "bugs", "queue-bugs", "cost", "digests", "all"]
+    what = ["speed", "election", "bugs", "queue-bugs", "txn", "cost", "digests", "all"]
     parser.add_argument("what", nargs="?", default="all", choices=what)
     parser.add_argument("--seeds", type=int, default=50)
     parser.add_argument("--time-limit", type=float, default=60.0)
@@ -306,6 +369,10 @@ def main() -> None:
     parser.add_argument("--tree", action="append", default=[], help="cost: also measure this source tree (repeatable)")
     parser.add_argument("--repeats", type=int, default=3, help="cost: CPU seconds are the best of N runs")
     parser.add_argument("--no-callgrind", action="store_true", help="cost: CPU seconds only")
+    parser.add_argument("--bug", action="append", default=[], help="txn: also run with this seeded bug (repeatable)")
+    parser.add_argument("--nemesis", default="partition,kill", help="txn: the nemeses (default partition,kill)")
+    parser.add_argument("--no-clean", action="store_true", help="txn: only the --bug cases, not the clean one")
+    parser.add_argument("--skip-seed", type=int, action="append", default=[], help="txn: leave this seed out")
     args = parser.parse_args()
     print(f"machine: {platform.node()} — {os.cpu_count()} cores, Python {platform.python_version()}\n")
     if args.what in ("speed", "all"):
@@ -316,6 +383,8 @@ def main() -> None:
         bugs(args.seeds, args.time_limit)
     if args.what in ("queue-bugs", "all"):
         queue_bugs(args.seeds, args.time_limit)
+    if args.what == "txn":
+        txn(args.seeds, args.time_limit, args.bug, args.nemesis, not args.no_clean, tuple(args.skip_seed))
     if args.what in ("cost", "digests"):
         root = Path(__file__).resolve().parent.parent
         trees = [Path(t).resolve() for t in args.tree] + [root]

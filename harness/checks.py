@@ -19,7 +19,8 @@ def check_run(
 ) -> dict[str, Any]:
     """Every checker a run needs, composed (false beats unknown beats true).
 
-    `model` "queue" checks the Kafka queue anomalies (and partition logs across replicas);
+    `model` "queue" checks the Kafka queue anomalies (and partition logs across replicas),
+    "txn-queue" the transactional ones (Jepsen's, with G0/G1c cycles) under the same name "queue";
     any other model is a linearizability model.
     """
     from checkers.epochs import check_events, check_partition_logs
@@ -30,6 +31,11 @@ def check_run(
         from checkers.queue import check_queue
 
         parts["queue"] = check_queue(history, allow=allow)
+    elif model == "txn-queue":  # the queue workload's --txn
+        from checkers.txn_queue import check_txn_queue
+
+        # offsets always give ww edges here (Jepsen's --ww-deps), so G1c is allowed as Jepsen allows it then
+        parts["queue"] = check_txn_queue(history, allow=allow, ww_deps=True)
     else:
         from checkers.linearizable import check
 

@@ -84,6 +84,7 @@ _STORED_OPTIONS = {
     "min-isr": "min_isr",
     "unclean": "unclean",
     "sub-via": "sub_via",
+    "txn": "txn",
 }
 
 

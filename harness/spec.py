@@ -65,6 +65,7 @@ class TestSpec:
     unclean: bool = False
     allow: tuple[str, ...] = ()
     sub_via: str = "assign"  # assign | subscribe (Jepsen's :sub-via: consumer groups)
+    txn: bool = False  # transactions of send and poll micro-ops (Jepsen's :txn), judged by checkers.txn_queue
     # ssh backend
     ssh_hosts: str | None = None
     ssh_user: str = "root"
@@ -99,7 +100,7 @@ class TestSpec:
         )
         default = TestSpec.__dataclass_fields__
         if self.workload != "queue":
-            for f in ("acks", "min_isr", "replication_factor", "partitions", "unclean", "allow", "sub_via"):
+            for f in ("acks", "min_isr", "replication_factor", "partitions", "unclean", "allow", "sub_via", "txn"):
                 put(self, f, default[f].default)
         if self.db != "etcd":
             put(self, "etcd_read", default["etcd_read"].default)
@@ -110,6 +111,7 @@ class TestSpec:
     def problem(self) -> str | None:
         """What is wrong with these options (naming the option), or None. Reads only, changes nothing."""
         from checkers.queue import ANOMALY_TYPES
+        from checkers.txn_queue import ANOMALY_TYPES as TXN_ANOMALY_TYPES
         from harness.db.nodes import BUGS
 
         if self.backend not in BACKENDS:
@@ -126,6 +128,8 @@ class TestSpec:
             return f"--time-limit must be a positive number of seconds, got {self.time_limit}"
         if not self.interval > 0:
             return f"--interval must be positive, got {self.interval}"
+        if self.txn and self.workload != "queue":
+            return f"--txn is an option of --workload queue, not --workload {self.workload}"
         if self.workload == "queue":
             if self.acks not in ACKS:
                 return f"--acks must be one of {', '.join(ACKS)}, got {self.acks!r}"
@@ -139,9 +143,15 @@ class TestSpec:
                 return f"--partitions must be between 1 and 100, got {self.partitions}"
             if self.sub_via not in SUB_VIA:
                 return f"--sub-via must be one of {', '.join(SUB_VIA)}, got {self.sub_via!r}"
-            bad = sorted(set(self.allow) - set(ANOMALY_TYPES))
+            if self.txn and self.sub_via != "assign":
+                return "--txn works with --sub-via assign only (transactional consumers here assign their partitions)"
+            if self.txn and self.acks != "all":
+                return f"--txn needs --acks all (a transactional producer is idempotent), got --acks {self.acks}"
+            known = TXN_ANOMALY_TYPES if self.txn else ANOMALY_TYPES
+            bad = sorted(set(self.allow) - set(known))
             if bad:
-                return f"--allow {', '.join(bad)}: not a queue anomaly ({', '.join(ANOMALY_TYPES)})"
+                kind = "transactional queue" if self.txn else "queue"
+                return f"--allow {', '.join(bad)}: not a {kind} anomaly ({', '.join(known)})"
         unknown = sorted(set(self.bugs) - BUGS)
         if unknown:
             return f"--bug {', '.join(unknown)}: unknown (known: {', '.join(sorted(BUGS))})"
@@ -285,6 +295,7 @@ class TestSpec:
                     "unclean": self.unclean,
                     "allow": list(self.allow),
                     **({"sub-via": self.sub_via} if self.sub_via != "assign" else {}),
+                    **({"txn": True} if self.txn else {}),
                 }
                 if self.workload == "queue"
                 else {}
@@ -347,6 +358,7 @@ class TestSpec:
         take("unclean", "unclean", _bool)
         take("allow", "allow", _names)
         take("sub-via", "sub_via", str)
+        take("txn", "txn", _bool)
         take("ssh-hosts", "ssh_hosts", str)
         take("ssh-user", "ssh_user", str)
         take("ssh-key", "ssh_key", str)

@@ -27,11 +27,13 @@ Op = dict[str, Any]  # f, key, value, process, time; optional "node": the node a
 
 @dataclass(frozen=True)
 class Request:
-    """Send `body` to `node`; give up after `timeout_s` seconds (then the answer is Failure("timeout"))."""
+    """Send `body` to `node`; give up after `timeout_s` seconds (then the answer is Failure("timeout")).
+    `backoff_s`: wait this long before sending it (a client's retry backoff)."""
 
     node: str
     body: Any
     timeout_s: float
+    backoff_s: float = 0.0
 
 
 @dataclass(frozen=True)

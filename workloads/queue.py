@@ -53,6 +53,16 @@ and then (a rebalance), sometimes take long to process what they polled before c
 group may rebalance without them meanwhile), and ``crash`` (an ``info``: a fresh client takes over
 and the old member's session expires). The final drain still assigns.
 
+With ``txn=True`` (``--txn``, Jepsen's ``:txn?``) the main phase's ops are ``txn``s of 1 to 4 micro-ops,
+``["send", key, value]`` and ``["poll"]``, completed as ``["send", key, [offset, value]]`` and
+``["poll", {key: [[offset, value], ...]}]`` (model ``txn-queue``: ``checkers.txn_queue``). Each worker
+thread has a transactional producer (transactional id ``kraftwerk-txn-<thread>``); polls are
+read_committed fetches of the process's assigned partitions, and the positions they reach are
+committed in the transaction (AddOffsetsToTxn, TxnOffsetCommit to group ``kraftwerk-txn``). Some
+transactions abort by choice, some by a crash of their producer, whose last write is left in
+flight: the successor's InitProducerId fences the old epoch, and the zombie write is then sent with
+it (a broker must refuse it). See ``QueueClient._txn_start`` for the outcomes.
+
 The request and reply bodies below are the workload's own; a transport translates them to the
 system under test (the simulator's broker messages, or the Kafka wire protocol).
 """
@@ -70,6 +80,7 @@ from workloads.protocol import Completion, Failure, Op, Reply, Request, Step
 
 NAME = "queue"
 MODEL = "queue"
+TXN_MODEL = "txn-queue"  # --txn: judged by checkers.txn_queue
 TOPIC = "t0"
 ACKS = {"all": -1, "1": 1, "0": 0, "-1": -1}
 
@@ -106,6 +117,20 @@ UNKNOWN_MEMBER_ID = 25
 REBALANCE_ERRORS = frozenset({22, 27})  # ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS: join again
 COORDINATOR_ERRORS = frozenset({14, 15, 16})  # load in progress, not available, not coordinator: find it again
 MEMBER_ID_REQUIRED = 79
+
+# --txn (Jepsen's transactional Kafka workload)
+TXN_ID_PREFIX = "kraftwerk-txn-"  # + the worker thread: each thread's transactional id
+TXN_GROUP = "kraftwerk-txn"  # the consumer group whose offsets the transactions commit
+TXN_TIMEOUT_MS = 10_000  # transaction.timeout.ms: the coordinator aborts a transaction open longer
+MAX_MOPS = 4  # micro-ops per transaction
+TXN_ABORT_P = 0.1  # a transaction aborts by choice (EndTxn abort)
+TXN_CRASH_P = 0.03  # ... or its producer crashes before ending it (its successor re-inits and fences it)
+END_TXN_TRIES = 3  # EndTxn commit attempts (following the coordinator) before the outcome is unknown
+CONCURRENT_TRANSACTIONS = 51  # the previous transaction's markers are still being written: ask again
+BUSY_BACKOFF_S = 0.02  # ... after this long (Kafka's retry.backoff.ms for transactional requests)
+BUSY_TRIES = 50  # ... this many times within one op
+TXN_DEFINITE = frozenset({47, 48, 90})  # INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, PRODUCER_FENCED: not committed
+TXN_RETRY = COORDINATOR_ERRORS | {CONCURRENT_TRANSACTIONS, 7}  # EndTxn again (7: REQUEST_TIMED_OUT)
 
 
 def range_assignment(members: Sequence[str], all_keys: Sequence[str]) -> dict[str, list[str]]:
@@ -188,11 +213,16 @@ class Produce:
     producer_id: int = -1
     producer_epoch: int = -1
     sequence: int = -1
+    transactional: bool = False  # a batch of the producer's open transaction (--txn)
 
 
 @dataclass(frozen=True)
 class InitProducerId:
-    """Ask a node for an idempotent producer's id."""
+    """Ask a node for an idempotent producer's id, or (with `transactional_id`, at its transaction
+    coordinator) a transactional producer's id and a bumped epoch that fences its predecessors."""
+
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 0  # 0: the workload's TXN_TIMEOUT_MS
 
 
 @dataclass(frozen=True)
@@ -220,16 +250,53 @@ class Fetch:
     offset: int
     max_wait_ms: int = FETCH_MAX_WAIT_MS
     leader_epoch: int = -1
+    isolation_level: int = 0  # 1: read_committed (up to the last stable offset, aborted records left out)
 
 
 @dataclass(frozen=True)
 class Fetched:
-    """The records at or after the fetch offset, as (offset, value bytes), and the partition's end."""
+    """The records at or after the fetch offset, as (offset, value bytes), and the partition's end
+    (the high watermark; the last stable offset for read_committed). Control batches and, for
+    read_committed, aborted records are left out; `next_offset` is the offset after the last batch
+    served, whichever it was (-1: none)."""
 
     error: int
     error_name: str
     high_watermark: int = -1
     records: tuple[tuple[int, bytes | None], ...] = ()
+    next_offset: int = -1
+
+
+ServedBatch = tuple[int, int, bool, bool, Sequence[tuple[int, "bytes | None"]]]
+# (base offset, producer id, transactional, control, its (offset, value) records) as a transport decodes a batch
+
+
+def visible_records(
+    batches: Sequence[ServedBatch], aborted: Sequence[tuple[int, int]] | None
+) -> tuple[tuple[tuple[int, bytes | None], ...], int]:
+    """What a consumer returns of the fetched `batches` (in offset order), and the offset after the last.
+
+    As Kafka's consumer: control batches are never returned; with read_committed, `aborted` (the fetch
+    answer's (producer id, first offset) of aborted transactions) makes the transactional batches of a
+    producer from its first offset up to its next control batch disappear.
+    """
+    pending = sorted(aborted or (), key=lambda a: a[1])
+    active: set[int] = set()
+    out: list[tuple[int, bytes | None]] = []
+    i, end = 0, -1
+    for base, pid, transactional, control, records in batches:
+        last = records[-1][0] if records else base
+        end = max(end, last + 1)
+        while i < len(pending) and pending[i][1] <= last:
+            active.add(pending[i][0])
+            i += 1
+        if control:
+            active.discard(pid)
+            continue
+        if transactional and pid in active:
+            continue
+        out.extend(records)
+    return tuple(out), end
 
 
 @dataclass(frozen=True)
@@ -253,7 +320,8 @@ class TopicCreated:
 
 @dataclass(frozen=True)
 class FindCoordinator:
-    group: str
+    group: str  # the key: a group id, or a transactional id with key_type 1
+    key_type: int = 0  # 0 group coordinator, 1 transaction coordinator
 
 
 @dataclass(frozen=True)
@@ -352,8 +420,59 @@ class OffsetsCommitted:
 
 
 GROUP_REQUESTS = (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, FetchOffsets, CommitOffsets)
+
+
+# ---------------------------------------------------------------------------- transaction bodies (--txn)
+
+
+@dataclass(frozen=True)
+class AddPartitionsToTxn:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    topic: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class AddOffsetsToTxn:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group: str
+
+
+@dataclass(frozen=True)
+class TxnOffsetCommit:
+    """The consumer's positions, committed to `group` as part of the producer's transaction."""
+
+    transactional_id: str
+    group: str
+    producer_id: int
+    producer_epoch: int
+    topic: str
+    offsets: tuple[tuple[int, int], ...]  # (partition, offset)
+
+
+@dataclass(frozen=True)
+class EndTxn:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+
+
+@dataclass(frozen=True)
+class TxnAnswer:
+    """The answer to AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit or EndTxn (the first error)."""
+
+    error: int
+    error_name: str
+
+
+TXN_REQUESTS = (AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn)
 # the request bodies a transport must carry
-REQUESTS = (Metadata, Produce, Fetch, CreateTopic, InitProducerId, *GROUP_REQUESTS)
+REQUESTS = (Metadata, Produce, Fetch, CreateTopic, InitProducerId, *GROUP_REQUESTS, *TXN_REQUESTS)
 
 
 # ---------------------------------------------------------------------------- state
@@ -414,6 +533,53 @@ class Producer:
         self.sequences, self.in_flight = {}, {}
 
 
+@dataclass
+class TxnProducer:
+    """A worker thread's transactional producer (transactional id ``kraftwerk-txn-<thread>``): its
+    (id, epoch), next sequence per key, coordinators, and the write a crashed predecessor still had
+    in flight (a zombie: ``(producer id, epoch, key, sequence, value)``), sent with the old epoch once
+    the successor has fenced it."""
+
+    transactional_id: str
+    id: tuple[int, int] | None = None
+    sequences: dict[str, int] = field(default_factory=dict)
+    coordinator: str | None = None
+    group_coordinator: str | None = None
+    zombie: tuple[int, int, str, int, Any] | None = None
+
+    def reset(self) -> None:
+        """Start over: the next transaction re-inits (InitProducerId bumps the epoch, aborting an open one)."""
+        self.id, self.sequences = None, {}
+
+
+@dataclass
+class _Txn:
+    """The transaction a client runs: its micro-ops, what they gave, and how it is to end."""
+
+    mops: list[list[Any]]
+    final: bool = False  # a final-drain poll: no transaction
+    out: list[list[Any]] = field(default_factory=list)  # the completed micro-ops so far
+    i: int = 0  # the micro-op under way
+    abort: bool = False  # aborts by choice
+    crash: bool = False  # the producer crashes before ending it
+    withhold: int = -1  # the crash leaves this send in flight (the zombie's write)
+    added: set[str] = field(default_factory=set)  # partitions added to the transaction
+    began: bool = False  # the coordinator may know the transaction
+    read: bool = False  # a poll read something: the positions are committed with the transaction
+    in_doubt: bool = False  # a write may have been appended though its answer said otherwise or got lost
+    seq: int = 0  # the sequence of the write under way
+    start_positions: dict[str, int] = field(default_factory=dict)
+    poll_keys: list[str] | None = None
+    polled: dict[str, list] = field(default_factory=dict)
+    ending: str = ""  # commit | abort, once EndTxn is under way
+    tries: int = 0  # EndTxn commit attempts
+    maybe: bool = False  # an EndTxn commit attempt may have been applied
+    reason: str = ""
+    reset_after: bool = False  # re-init after the abort (an error, not a choice)
+    zombie_asked: bool = False
+    busy: int = 0  # requests answered CONCURRENT_TRANSACTIONS and sent again
+
+
 class QueueClient:
     """One worker process's client (sans-IO): a leader cache; exactly one request outstanding."""
 
@@ -440,10 +606,18 @@ class QueueClient:
         self.gerrors: list[str] = []
         self.committing: dict[str, Any] = {}  # the outstanding commit: {"generation": g, "offsets": {key: offset}}
         self.gassigned: dict[str, Any] | None = None  # the assignment this poll began (its `assigned` field)
+        # --txn: the thread's transactional producer, this process's abort/crash draws, the running transaction
+        self.txp = workload.txn_producer(thread if thread is not None else process)
+        self.txn_rng = random.Random(f"txn-{workload.seed}-{thread}-{process}")
+        self.t: _Txn | None = None
+        self._last: Request | None = None  # the request outstanding
 
-    def _request(self, stage: str, node: str, body: Any, timeout_s: float | None = None) -> Request:
+    def _request(
+        self, stage: str, node: str, body: Any, timeout_s: float | None = None, backoff_s: float = 0.0
+    ) -> Request:
         self.stage, self.node = stage, node
-        return Request(node, body, self.workload.timeout_s if timeout_s is None else timeout_s)
+        self._last = Request(node, body, self.workload.timeout_s if timeout_s is None else timeout_s, backoff_s)
+        return self._last
 
     def _done(self, typ: str, value: Any, error: str | None = None) -> Completion:
         self.stage = ""
@@ -469,6 +643,8 @@ class QueueClient:
             return self._done("info", None, "crash")
         if f == "commit":
             return self._commit()
+        if f == "txn":
+            return self._txn_start(value)
         if f == "poll" and key is None:
             return self._group_poll()
         if f == "create-topic":
@@ -539,6 +715,8 @@ class QueueClient:
             return self._retried(answer)
         if stage.startswith("g-"):
             return self._group_answer(answer)
+        if stage.startswith("t-"):
+            return self._txn_answer(answer)
         key, value = op["key"], op.get("value")
         failed_value = value if op["f"] == "send" else None
         if isinstance(answer, Failure):
@@ -890,6 +1068,312 @@ class QueueClient:
         self.gread[key] = pairs
         return self._next_fetch()
 
+    # ------------------------------------------------------------------ --txn
+    # A `txn` op runs its micro-ops in one transaction of the thread's transactional producer: first
+    # FindCoordinator (key type 1) and InitProducerId when the producer has no id (the epoch bump
+    # aborts what a predecessor left open and fences it), and the zombie write of a crashed
+    # predecessor, with its old epoch; then per send a Metadata when the leader is not known,
+    # AddPartitionsToTxn for a partition new to the transaction and a transactional Produce; per poll
+    # a read_committed Fetch of every assigned partition (value {key: [[offset, value], ...]}); then,
+    # if the polls read something, AddOffsetsToTxn and TxnOffsetCommit of the positions (group
+    # TXN_GROUP), and EndTxn. Outcomes: `ok` once EndTxn commit is answered; `fail` when no EndTxn
+    # commit was ever sent, or every one was refused (aborted by choice, by a crash of the producer, or
+    # after an error: EndTxn abort, or a re-init by the next transaction when a write is in doubt);
+    # `info` when an EndTxn commit may have been applied. An aborted or unknown transaction puts the
+    # consumer's positions back where they were (as a consumer rewinds to its committed offsets).
+    # The final drain's txn ops only poll, without a transaction.
+
+    def _txn_start(self, value: Any) -> Step:
+        t = self.t = _Txn([list(m) for m in value or ()], final=self.workload.draining)
+        t.start_positions = dict(self.consumer.positions)
+        if not t.final:
+            r = self.txn_rng.random()
+            t.abort = r < TXN_ABORT_P
+            t.crash = not t.abort and r < TXN_ABORT_P + TXN_CRASH_P
+            sends = [i for i, m in enumerate(t.mops) if m[0] == "send"]
+            if t.crash and sends:
+                t.withhold = sends[-1]
+        return self._txn_ready()
+
+    def _txn_done(self, typ: str, value: Any, error: str | None = None) -> Completion:
+        t = self.t
+        if t is not None and typ != "ok":
+            self.consumer.positions = dict(t.start_positions)
+        self.t = None
+        return self._done(typ, value, error)
+
+    def _txn_ready(self) -> Step:
+        t, p = self.t, self.txp
+        assert t is not None
+        if t.final:
+            return self._txn_next()
+        if p.coordinator is None:
+            return self._request("t-find", self._random_node(), FindCoordinator(p.transactional_id, 1))
+        if p.id is None:
+            return self._request("t-init", p.coordinator, InitProducerId(p.transactional_id, TXN_TIMEOUT_MS))
+        if p.zombie is not None:
+            pid, epoch, key, seq, value = p.zombie
+            leader = self.leaders.get(key)
+            if leader is None and not t.zombie_asked:
+                t.zombie_asked = True
+                return self._request("t-zmeta", self._random_node(), Metadata(TOPIC))
+            p.zombie = None
+            if leader is not None:
+                body = Produce(
+                    TOPIC, partition_of(key), encode_value(value), -1, PRODUCE_TIMEOUT_MS, pid, epoch, seq, True
+                )
+                return self._request("t-zombie", leader, body)
+        return self._txn_next()
+
+    def _txn_next(self) -> Step:
+        t, p = self.t, self.txp
+        assert t is not None
+        while t.i < len(t.mops):
+            m = t.mops[t.i]
+            if m[0] == "send" and not t.final:
+                key, value = str(m[1]), m[2]
+                assert p.id is not None and p.coordinator is not None
+                if key not in t.added:
+                    t.began = True  # the coordinator may know the transaction from now on
+                    body = AddPartitionsToTxn(p.transactional_id, *p.id, TOPIC, (partition_of(key),))
+                    return self._request("t-add", p.coordinator, body)
+                seq = p.sequences.get(key, 0)
+                if t.i == t.withhold:  # the crash: this write is still on its way when the producer dies
+                    p.sequences[key] = seq + 1
+                    p.zombie = (*p.id, key, seq, value)
+                    t.i += 1
+                    continue
+                leader = self.leaders.get(key)
+                if leader is None:
+                    return self._request("t-meta", self._random_node(), Metadata(TOPIC))
+                p.sequences[key] = seq + 1
+                t.seq = seq
+                body = Produce(TOPIC, partition_of(key), encode_value(value), -1, PRODUCE_TIMEOUT_MS, *p.id, seq, True)
+                return self._request("t-send", leader, body)
+            if m[0] != "poll":
+                return self._txn_done("fail", t.mops, f"unknown micro-op {m[0]!r}")
+            if t.poll_keys is None:
+                t.poll_keys, t.polled = list(self.consumer.assigned), {}
+            if t.poll_keys:
+                key = t.poll_keys[0]
+                leader = self.leaders.get(key)
+                if leader is None:
+                    return self._request("t-fmeta", self._random_node(), Metadata(TOPIC))
+                pos = self.consumer.positions.get(key, 0)
+                return self._request("t-fetch", leader, Fetch(TOPIC, partition_of(key), pos, isolation_level=1))
+            t.out.append(["poll", t.polled])
+            t.poll_keys = None
+            t.i += 1
+        return self._txn_finish()
+
+    def _txn_finish(self) -> Step:
+        t, p = self.t, self.txp
+        assert t is not None
+        if t.final:
+            return self._txn_done("ok", t.out)
+        if t.crash:
+            p.reset()  # the successor re-inits: the epoch bump aborts this transaction and fences the zombie
+            return self._txn_done("fail", t.mops, "crash")
+        if t.abort:
+            return self._txn_abort("abort", by_choice=True)
+        if t.read:
+            t.began = True
+            body = AddOffsetsToTxn(p.transactional_id, *p.id, TXN_GROUP)  # type: ignore[misc]
+            return self._request("t-offsets", p.coordinator, body)  # type: ignore[arg-type]
+        if not t.began:
+            return self._txn_done("ok", t.out)  # only polls that read nothing: no transaction to end
+        return self._txn_end_commit()
+
+    def _txn_abort(self, reason: str, by_choice: bool = False) -> Step:
+        """End the transaction without committing it: EndTxn abort when the producer is sure of its
+        writes, else leave it to the next re-init (which aborts it at a bumped epoch)."""
+        t, p = self.t, self.txp
+        assert t is not None
+        t.reason = reason
+        if not by_choice:
+            t.reset_after = True
+        if not t.began:
+            return self._txn_done("fail", t.mops, reason)
+        if t.in_doubt or p.id is None or p.coordinator is None:
+            p.reset()
+            return self._txn_done("fail", t.mops, reason)
+        t.ending = "abort"
+        return self._request("t-end", p.coordinator, EndTxn(p.transactional_id, *p.id, False))
+
+    def _txn_end_commit(self) -> Step:
+        t, p = self.t, self.txp
+        assert t is not None and p.id is not None
+        t.ending = "commit"
+        t.tries += 1
+        if p.coordinator is None:
+            return self._request("t-efind", self._random_node(), FindCoordinator(p.transactional_id, 1))
+        return self._request("t-end", p.coordinator, EndTxn(p.transactional_id, *p.id, True))
+
+    def _txn_unknown(self, reason: str) -> Completion:
+        """EndTxn commit got no definite answer: `info` if one attempt may have been applied, else `fail`."""
+        t = self.t
+        assert t is not None
+        self.txp.reset()
+        return self._txn_done("info" if t.maybe else "fail", t.mops, reason)
+
+    def _txn_answer(self, answer: Reply | Failure) -> Step:
+        t, p, stage = self.t, self.txp, self.stage
+        assert t is not None
+        body = answer.body if isinstance(answer, Reply) else None
+        reason = answer.reason if isinstance(answer, Failure) else getattr(body, "error_name", "no answer")
+        error = -1 if body is None else getattr(body, "error", 0)
+        if stage in ("t-find", "t-efind"):
+            node = body.node if body is not None and error == 0 else None
+            if node is None or node not in self.workload.nodes:
+                if stage == "t-efind":
+                    return self._txn_end_commit() if t.tries < END_TXN_TRIES else self._txn_unknown(reason)
+                return self._txn_done("fail", t.mops, f"find-coordinator: {reason}")
+            p.coordinator = node
+            if stage == "t-efind":
+                return self._request("t-end", node, EndTxn(p.transactional_id, *p.id, True))  # type: ignore[misc]
+            return self._txn_ready()
+        if error == CONCURRENT_TRANSACTIONS and stage in ("t-init", "t-add", "t-offsets") and t.busy < BUSY_TRIES:
+            t.busy += 1
+            last = self._last
+            assert last is not None
+            return self._request(stage, last.node, last.body, backoff_s=BUSY_BACKOFF_S)
+        if stage == "t-init":
+            if error != 0 or body.producer_id < 0:
+                if error in COORDINATOR_ERRORS or body is None:
+                    p.coordinator = None
+                return self._txn_done("fail", t.mops, f"init-producer-id: {reason}")
+            p.id, p.sequences = (body.producer_id, max(0, body.producer_epoch)), {}
+            return self._txn_ready()
+        if stage in ("t-zmeta", "t-meta", "t-fmeta"):
+            if body is not None:
+                self._learn(body)
+            if stage == "t-zmeta":
+                return self._txn_ready()
+            if stage == "t-meta":
+                key = str(t.mops[t.i][1])
+                return self._txn_next() if key in self.leaders else self._txn_abort("leader-not-available")
+            if t.poll_keys and t.poll_keys[0] not in self.leaders:
+                t.poll_keys.pop(0)
+            return self._txn_next()
+        if stage == "t-zombie":  # the zombie's answer goes nowhere: its producer is gone
+            return self._txn_next()
+        if stage == "t-fetch":
+            return self._txn_fetched(answer)
+        if stage == "t-add":
+            if error != 0:
+                if error in COORDINATOR_ERRORS or body is None:
+                    p.coordinator = None
+                return self._txn_abort(f"add-partitions: {reason}")
+            t.added.add(str(t.mops[t.i][1]))
+            return self._txn_next()
+        if stage == "t-send":
+            return self._txn_sent(answer)
+        if stage == "t-offsets":
+            if error != 0:
+                if error in COORDINATOR_ERRORS or body is None:
+                    p.coordinator = None
+                return self._txn_abort(f"add-offsets: {reason}")
+            if p.group_coordinator is None:
+                return self._request("t-gfind", self._random_node(), FindCoordinator(TXN_GROUP))
+            return self._txn_commit_offsets()
+        if stage == "t-gfind":
+            node = body.node if body is not None and error == 0 else None
+            if node is None or node not in self.workload.nodes:
+                return self._txn_abort(f"find-group-coordinator: {reason}")
+            p.group_coordinator = node
+            return self._txn_commit_offsets()
+        if stage == "t-txoffsets":
+            if error != 0:
+                if error in COORDINATOR_ERRORS or body is None:
+                    p.group_coordinator = None
+                return self._txn_abort(f"txn-offset-commit: {reason}")
+            return self._txn_end_commit()
+        # t-end
+        if t.ending == "abort":
+            if error != 0:
+                if error in COORDINATOR_ERRORS or body is None:
+                    p.coordinator = None
+                p.reset()
+            elif t.reset_after:
+                p.reset()
+            return self._txn_done("fail", t.mops, t.reason if error == 0 else f"{t.reason}; end-txn abort: {reason}")
+        if error == 0:
+            for m in t.out:
+                if m[0] == "send":
+                    self.workload.note_ack(m[1], m[2][0])
+            return self._txn_done("ok", t.out)
+        if isinstance(answer, Failure):
+            t.maybe = t.maybe or answer.sent
+        elif error == 7:  # REQUEST_TIMED_OUT: the coordinator may still complete it
+            t.maybe = True
+        if body is None or error in COORDINATOR_ERRORS:
+            p.coordinator = None
+        if body is None or error in TXN_RETRY:
+            return self._txn_end_commit() if t.tries < END_TXN_TRIES else self._txn_unknown(f"end-txn: {reason}")
+        if error in TXN_DEFINITE:
+            return self._txn_unknown(f"end-txn: {reason}")
+        t.maybe = True
+        return self._txn_unknown(f"end-txn: {reason}")
+
+    def _txn_commit_offsets(self) -> Step:
+        p = self.txp
+        c = self.consumer
+        offsets = tuple((partition_of(k), c.positions.get(k, 0)) for k in c.assigned)
+        body = TxnOffsetCommit(p.transactional_id, TXN_GROUP, *p.id, TOPIC, offsets)  # type: ignore[misc]
+        return self._request("t-txoffsets", p.group_coordinator, body)  # type: ignore[arg-type]
+
+    def _txn_sent(self, answer: Reply | Failure) -> Step:
+        t, p = self.t, self.txp
+        assert t is not None
+        key, value = str(t.mops[t.i][1]), t.mops[t.i][2]
+        if isinstance(answer, Failure) or answer.body is None:
+            self.leaders.pop(key, None)
+            if isinstance(answer, Failure) and not answer.sent:
+                p.sequences[key] = t.seq
+            else:
+                t.in_doubt = True  # the write may still land: only an epoch bump fences it
+            return self._txn_abort(f"produce: {answer.reason if isinstance(answer, Failure) else 'no answer'}")
+        produced: Produced = answer.body
+        if produced.error != 0:
+            if produced.error in REFRESH:
+                self.leaders.pop(key, None)
+            if produce_outcome(produced.error) == "fail":
+                p.sequences[key] = t.seq
+            else:
+                t.in_doubt = True
+            return self._txn_abort(f"produce: {produced.error_name}")
+        t.out.append(["send", key, [produced.base_offset, value]])
+        t.i += 1
+        return self._txn_next()
+
+    def _txn_fetched(self, answer: Reply | Failure) -> Step:
+        t, c = self.t, self.consumer
+        assert t is not None and t.poll_keys
+        key = t.poll_keys.pop(0)
+        if isinstance(answer, Failure):
+            self.leaders.pop(key, None)
+            return self._txn_next()
+        fetched: Fetched = answer.body
+        if fetched.error != 0:
+            if fetched.error in REFRESH:
+                self.leaders.pop(key, None)
+            if fetched.error == OFFSET_OUT_OF_RANGE:
+                c.positions[key] = 0
+            return self._txn_next()
+        start = c.positions.get(key, 0)
+        pairs = [[offset, decode_value(data)] for offset, data in fetched.records if offset >= start]
+        c.polled.add(key)
+        if pairs:
+            c.positions[key] = pairs[-1][0] + 1
+            c.at_end.discard(key)
+            t.read = True
+        if fetched.next_offset > c.positions.get(key, 0):  # past aborted records and markers
+            c.positions[key] = fetched.next_offset
+        if not pairs and c.positions.get(key, 0) >= fetched.high_watermark:
+            c.at_end.add(key)
+        t.polled[key] = pairs
+        return self._txn_next()
+
     def _setup_answer(self, answer: Reply | Failure) -> Completion:
         if isinstance(answer, Failure):
             return self._done("fail", None, answer.reason)
@@ -921,19 +1405,23 @@ class QueueOp:
 
     def as_op(self) -> Op:
         listed = self.f in ("assign", "subscribe")
-        return {"f": self.f, "key": self.key, "value": list(self.value) if listed else self.value}
+        value = [list(m) for m in self.value] if self.f == "txn" else self.value
+        return {"f": self.f, "key": self.key, "value": list(self.value) if listed else value}
 
 
 class QueueGenerator:
     """Draws operations: mostly sends and polls on the process's assigned keys, sometimes a new assignment."""
 
-    def __init__(self, rng: random.Random, partitions: int, assign_p: float = 0.05, sub_via: str = "assign") -> None:
+    def __init__(
+        self, rng: random.Random, partitions: int, assign_p: float = 0.05, sub_via: str = "assign", txn: bool = False
+    ) -> None:
         if partitions < 1:
             raise ValueError("partitions must be positive")
         self.rng = rng
         self.keys = keys(partitions)
         self.assign_p = assign_p
         self.sub_via = sub_via
+        self.txn = txn
         self._next_value = 0
 
     def assignment(self) -> list[str]:
@@ -952,10 +1440,24 @@ class QueueGenerator:
             return self._next_subscribed(subscribed)
         if not assigned or rng.random() < self.assign_p:
             return QueueOp("assign", None, self.assignment())
+        if self.txn:
+            return QueueOp("txn", None, self.transaction())
         if rng.random() < 0.5:
             self._next_value += 1
             return QueueOp("send", self.keys[rng.randrange(len(self.keys))], self._next_value)
         return QueueOp("poll", assigned[rng.randrange(len(assigned))], None)
+
+    def transaction(self) -> list[list[Any]]:
+        """1 to MAX_MOPS micro-ops, each a send of a fresh value to any key or a poll (Jepsen's txn)."""
+        rng = self.rng
+        mops: list[list[Any]] = []
+        for _ in range(rng.randint(1, MAX_MOPS)):
+            if rng.random() < 0.5:
+                self._next_value += 1
+                mops.append(["send", self.keys[rng.randrange(len(self.keys))], self._next_value])
+            else:
+                mops.append(["poll"])
+        return mops
 
     def _next_subscribed(self, subscribed: bool) -> QueueOp:
         rng = self.rng
@@ -1052,6 +1554,9 @@ class _Drain(gen.Generator):
                 continue
             pause = int(END_POLL_S * gen.SECOND) if ended is not None else 0
             poll = {"f": "poll", "key": key, "value": None, "process": process, "time": ctx.time + pause}
+            if self.workload.txn:  # a read_committed poll of every assigned key, as the checker reads txn ops
+                self.workload.draining = True
+                poll = {**poll, "f": "txn", "key": None, "value": [["poll"]]}
             return gen.fill(poll, ctx), self
         return None
 
@@ -1079,12 +1584,19 @@ class QueueWorkload:
         unclean: bool = False,
         idempotent: bool = True,
         sub_via: str = "assign",
+        txn: bool = False,
     ) -> None:
         if not nodes:
             raise ValueError("the queue workload needs at least one node")
         if sub_via not in SUB_VIA:
             raise ValueError(f"sub_via must be one of {', '.join(SUB_VIA)}, got {sub_via!r}")
+        if txn and (sub_via != "assign" or (acks if isinstance(acks, int) else ACKS[acks]) != -1):
+            raise ValueError("txn needs acks all and sub_via assign")
         self.sub_via = sub_via
+        self.txn = txn
+        self.model = TXN_MODEL if txn else MODEL
+        self.draining = False  # the final drain has begun (its txn ops poll without a transaction)
+        self.txn_producers: dict[Any, TxnProducer] = {}
         self.nodes = sorted(nodes, key=lambda n: (len(n), n))
         self.seed = seed
         self.timeout_s = timeout_s
@@ -1094,7 +1606,7 @@ class QueueWorkload:
         self.min_isr = min_isr
         self.unclean = unclean
         self.idempotent = idempotent and self.acks == -1  # as Kafka clients: only with acks=all
-        self.ops = QueueGenerator(random.Random(f"workload-{seed}"), partitions, sub_via=sub_via)
+        self.ops = QueueGenerator(random.Random(f"workload-{seed}"), partitions, sub_via=sub_via, txn=txn)
         self.consumers: dict[int, Consumer] = {}
         self.producers: dict[Any, Producer] = {}
         self.acked_max: dict[str, int] = {}
@@ -1111,6 +1623,7 @@ class QueueWorkload:
             "unclean": self.unclean,
             "idempotent": self.idempotent,
             **({"sub-via": self.sub_via} if self.sub_via != "assign" else {}),
+            **({"txn": True} if self.txn else {}),
         }
 
     def consumer(self, process: int) -> Consumer:
@@ -1118,6 +1631,9 @@ class QueueWorkload:
 
     def producer(self, owner: Any) -> Producer:
         return self.producers.setdefault(owner, Producer())
+
+    def txn_producer(self, thread: Any) -> TxnProducer:
+        return self.txn_producers.setdefault(thread, TxnProducer(f"{TXN_ID_PREFIX}{thread}"))
 
     def note_ack(self, key: str, offset: int) -> None:
         if offset > self.acked_max.get(key, -1):
@@ -1167,7 +1683,7 @@ class QueueWorkload:
 
 def from_options(nodes: Sequence[str], seed: int, options: Mapping[str, Any], timeout_s: float = 2.0) -> QueueWorkload:
     """The workload a test's queue options describe (acks, partitions, replication-factor, min-isr, unclean,
-    idempotent, sub-via)."""
+    idempotent, sub-via, txn)."""
     return QueueWorkload(
         nodes,
         seed,
@@ -1179,4 +1695,5 @@ def from_options(nodes: Sequence[str], seed: int, options: Mapping[str, Any], ti
         unclean=bool(options.get("unclean", False)),
         idempotent=bool(options.get("idempotent", True)),
         sub_via=str(options.get("sub-via", "assign")),
+        txn=bool(options.get("txn", False)),
     )

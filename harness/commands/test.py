@@ -122,6 +122,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "committed offsets; poll-skip and nonmonotonic-poll are then allowed, as in Jepsen) (default assign)",
     )
     q.add_argument(
+        "--txn",
+        action="store_true",
+        help="transactions (Jepsen's :txn): each op is up to 4 sends and polls in one Kafka transaction of the "
+        "thread's transactional producer, polls read_committed, consumer offsets committed in the transaction; "
+        "some abort by choice, some by a producer crash (its successor fences it); judged by the transactional "
+        "checker (G0/G1c cycles, aborted reads, …). Needs --acks all and --sub-via assign",
+    )
+    q.add_argument(
         "--allow",
         action="append",
         default=[],
@@ -212,6 +220,8 @@ def reproduce_command(spec: TestSpec) -> str:
             parts.append("--unclean")
         if spec.sub_via != "assign":
             parts += ["--sub-via", spec.sub_via]
+        if spec.txn:
+            parts.append("--txn")
         for anomaly in spec.allow:
             parts += ["--allow", anomaly]
     for bug in spec.bugs:

@@ -6,7 +6,10 @@ Kafka request with the project's own codecs (`nodes.kafka.protocol`; record batc
 `nodes.kafka.records`): Metadata, Produce (one record per batch, with the idempotent producer's
 id, epoch and sequence when it has them), Fetch, CreateTopics, InitProducerId, and for
 `--sub-via subscribe` the group coordinator's FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
-LeaveGroup, OffsetFetch and OffsetCommit. kafka-python
+LeaveGroup, OffsetFetch and OffsetCommit, and for `--txn` the transaction APIs (FindCoordinator with
+key type 1, InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn,
+TxnOffsetCommit, EndTxn, transactional batches, read_committed fetches whose control batches and
+aborted records are left out as a consumer leaves them out). kafka-python
 was the alternative, but its retries and buffering would hide what happened to one request, and
 the outcome of each operation must be judged from exactly one Produce or Fetch; our codecs are
 tested against kafka-python (tests/harness/test_cluster_kafka.py).
@@ -57,6 +60,9 @@ HEARTBEAT_VERSION = 3
 LEAVE_GROUP_VERSION = 3
 OFFSET_FETCH_VERSION = 6
 OFFSET_COMMIT_VERSION = 7
+# the transaction APIs (--txn)
+TXN_VERSION = 1  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn
+TXN_OFFSET_COMMIT_VERSION = 2
 
 
 def error_name(code: int) -> str:
@@ -101,9 +107,11 @@ class KafkaWire:
             if isinstance(body, CreateTopic):
                 return Reply(await self._create(request.node, body, request.timeout_s))
             if isinstance(body, InitProducerId):
-                return Reply(await self._init_producer_id(request.node, request.timeout_s))
+                return Reply(await self._init_producer_id(request.node, body, request.timeout_s))
             if isinstance(body, q.GROUP_REQUESTS):
                 return Reply(await self._group(request.node, body, request.timeout_s))
+            if isinstance(body, q.TXN_REQUESTS):
+                return Reply(await self._txn(request.node, body, request.timeout_s))
         except (ConnectError, BackoffError) as e:
             return Failure(f"connect: {e}", sent=False)
         except TimeoutError:
@@ -145,6 +153,7 @@ class KafkaWire:
                 producer_id=body.producer_id,
                 producer_epoch=body.producer_epoch,
                 base_sequence=body.sequence,
+                transactional=body.transactional,
             )
         )
         request = kp.ProduceRequest(
@@ -177,7 +186,7 @@ class KafkaWire:
             replica_id=-1,
             max_wait_ms=body.max_wait_ms,
             min_bytes=1,
-            isolation_level=0,
+            isolation_level=body.isolation_level,
             session_id=0,
             session_epoch=-1,
             topics=[kp.FetchTopic(topic=body.topic, partitions=[partition])],
@@ -191,12 +200,25 @@ class KafkaWire:
         part = response.responses[0].partitions[0]
         if part.error_code:
             return Fetched(part.error_code, error_name(part.error_code))
-        records = tuple(
-            (offset, None if value is None else bytes(value))
+        served = [
+            (
+                batch.base_offset,
+                batch.producer_id,
+                batch.is_transactional,
+                batch.is_control,
+                ()
+                if batch.is_control
+                else tuple(
+                    (offset, None if value is None else bytes(value))
+                    for offset, _ts, _key, value, _headers in batch.entries()
+                ),
+            )
             for batch in iter_batches(part.records or b"")
-            for offset, _ts, _key, value, _headers in batch.entries()
-        )
-        return Fetched(0, "none", part.high_watermark, records)
+        ]
+        aborted = [(a.producer_id, a.first_offset) for a in part.aborted_transactions or ()]
+        records, end = q.visible_records(served, aborted)
+        visible = part.last_stable_offset if body.isolation_level == 1 else part.high_watermark
+        return Fetched(0, "none", visible, records, end)
 
     async def _create(self, node: str, body: CreateTopic, timeout: float) -> TopicCreated:
         topic = kp.CreatableTopic(
@@ -211,8 +233,10 @@ class KafkaWire:
         result = kp.CreateTopicsResponse.decode(data, CREATE_TOPICS_VERSION).topics[0]
         return TopicCreated(result.error_code, error_name(result.error_code), result.error_message)
 
-    async def _init_producer_id(self, node: str, timeout: float) -> ProducerId:
-        request = kp.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000)
+    async def _init_producer_id(self, node: str, body: InitProducerId, timeout: float) -> ProducerId:
+        request = kp.InitProducerIdRequest(
+            transactional_id=body.transactional_id, transaction_timeout_ms=body.transaction_timeout_ms or 60_000
+        )
         data = await self._send(node, kp.ApiKey.INIT_PRODUCER_ID, INIT_PRODUCER_ID_VERSION, request, timeout)
         r = kp.InitProducerIdResponse.decode(data, INIT_PRODUCER_ID_VERSION)
         return ProducerId(r.error_code, error_name(r.error_code), r.producer_id, r.producer_epoch)
@@ -221,7 +245,7 @@ class KafkaWire:
         """One group coordinator request (FindCoordinator, JoinGroup, …) and its reply body."""
         if isinstance(body, q.FindCoordinator):
             v = FIND_COORDINATOR_VERSION
-            r = await self._call(node, kp.FindCoordinatorRequest(key=body.group, key_type=0), v, timeout)
+            r = await self._call(node, kp.FindCoordinatorRequest(key=body.group, key_type=body.key_type), v, timeout)
             return q.CoordinatorFound(
                 r.error_code, error_name(r.error_code), f"n{r.node_id}" if r.node_id >= 0 else None
             )
@@ -284,6 +308,48 @@ class KafkaWire:
         r = await self._call(node, request, OFFSET_COMMIT_VERSION, timeout)
         code = next((p.error_code for t in r.topics for p in t.partitions if p.error_code), 0)
         return q.OffsetsCommitted(code, error_name(code))
+
+    async def _txn(self, node: str, body: Any, timeout: float) -> q.TxnAnswer:
+        """One transaction request (AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn): its first error."""
+        if isinstance(body, q.AddPartitionsToTxn):
+            request = kp.AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=body.transactional_id,
+                v3_and_below_producer_id=body.producer_id,
+                v3_and_below_producer_epoch=body.producer_epoch,
+                v3_and_below_topics=[kp.AddPartitionsToTxnTopic(body.topic, list(body.partitions))],
+            )
+            r = await self._call(node, request, TXN_VERSION, timeout)
+            codes = [p.partition_error_code for t in r.results_by_topic_v3_and_below for p in t.results_by_partition]
+            code = next((c for c in codes if c), 0)
+        elif isinstance(body, q.AddOffsetsToTxn):
+            request = kp.AddOffsetsToTxnRequest(
+                transactional_id=body.transactional_id,
+                producer_id=body.producer_id,
+                producer_epoch=body.producer_epoch,
+                group_id=body.group,
+            )
+            code = (await self._call(node, request, TXN_VERSION, timeout)).error_code
+        elif isinstance(body, q.EndTxn):
+            request = kp.EndTxnRequest(
+                transactional_id=body.transactional_id,
+                producer_id=body.producer_id,
+                producer_epoch=body.producer_epoch,
+                committed=body.commit,
+            )
+            code = (await self._call(node, request, TXN_VERSION, timeout)).error_code
+        else:
+            assert isinstance(body, q.TxnOffsetCommit)
+            partitions = [kp.TxnOffsetCommitRequestPartition(p, o) for p, o in body.offsets]
+            request = kp.TxnOffsetCommitRequest(
+                transactional_id=body.transactional_id,
+                group_id=body.group,
+                producer_id=body.producer_id,
+                producer_epoch=body.producer_epoch,
+                topics=[kp.TxnOffsetCommitRequestTopic(body.topic, partitions)],
+            )
+            r = await self._call(node, request, TXN_OFFSET_COMMIT_VERSION, timeout)
+            code = next((p.error_code for t in r.topics for p in t.partitions if p.error_code), 0)
+        return q.TxnAnswer(code, error_name(code))
 
     async def _call(self, node: str, request: Any, version: int, timeout: float) -> Any:
         data = await self._send(node, request.API_KEY, version, request, timeout)

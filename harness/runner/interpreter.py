@@ -180,6 +180,8 @@ async def _drive(client: Any, conn: Connection, op: dict[str, Any]) -> Completio
     """A sans-IO client's operation: its requests through `conn`, one at a time, to the completion."""
     step = client.invoke(op)
     while isinstance(step, Request):
+        if step.backoff_s > 0:
+            await asyncio.sleep(step.backoff_s)
         try:
             answer = await asyncio.wait_for(conn.call(step), timeout=step.timeout_s + GUARD_S)
         except TimeoutError:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.interpreter import Core
-from harness.sim.engine import Scheduler
+from harness.sim.engine import SECOND, Scheduler
 from harness.sim.transport import SimTransport
 from workloads.generator import Generator
 from workloads.protocol import Answer, Client, Completion, Request, Step
@@ -68,7 +68,10 @@ class SimInterpreter:
             def answered(answer: Answer) -> None:
                 self._step(thread, op, client, client.receive(answer))
 
-            self.transport.send(f"c{thread}", step, answered)
+            if step.backoff_s > 0:
+                self.sched.after(int(step.backoff_s * SECOND), self.transport.send, f"c{thread}", step, answered)
+            else:
+                self.transport.send(f"c{thread}", step, answered)
             return
         assert isinstance(step, Completion)
         self.core.complete(thread, op, step)

@@ -5,8 +5,11 @@ client's own link, never partitioned from the harness, as on real clusters) and 
 once: with the `Reply` when the node's answer arrives, or `Failure` when the request times out or
 the node closes it. A register `KvRequest` goes to the node's `client_request`; a queue body
 (`workloads.queue`: Metadata, Produce, Fetch, CreateTopic, InitProducerId, and the group bodies of
-`--sub-via subscribe`, which go to `group_call`) to its broker `client_call` as the broker
-message it stands for. An acks=0 produce is answered `Reply(None)` once sent, as no answer comes.
+`--sub-via subscribe`, which go to `group_call`, and the transaction bodies of `--txn`:
+AddPartitionsToTxn, AddOffsetsToTxn and EndTxn to `txn_call`, TxnOffsetCommit to `group_call`)
+to its broker `client_call` as the broker message it stands for. A fetch answer's batches become
+records as a consumer returns them (`workloads.queue.visible_records`: no control batches, no
+aborted records for read_committed). An acks=0 produce is answered `Reply(None)` once sent, as no answer comes.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from typing import Any
 from harness.sim.engine import MS
 from nodes import broker as bm
 from nodes.broker import group_messages as gm
+from nodes.broker import txn_messages as tm
 from nodes.broker.batch import NewBatch
 from nodes.broker.messages import InitProducerIdRequest
-from nodes.broker.producer_state import ProducerBatch
+from nodes.broker.producer_state import ProducerBatch, marker_of, producer_of
 from workloads import queue
 from workloads.protocol import Answer, Failure, Reply, Request
 from workloads.register import KvReply, KvRequest
@@ -89,6 +93,8 @@ def broker_call(body: Any) -> tuple[str, Any]:
     """The broker client call (method, request) a queue body is."""
     if isinstance(body, queue.GROUP_REQUESTS):
         return "group_call", _group_request(body)
+    if isinstance(body, queue.TXN_REQUESTS):
+        return _txn_request(body)
     if isinstance(body, queue.Metadata):
         return "metadata", bm.MetadataRequest((body.topic,))
     if isinstance(body, queue.Produce):
@@ -96,24 +102,61 @@ def broker_call(body: Any) -> tuple[str, Any]:
         # one record per batch: the batch's data is the value itself, its base offset the record's offset
         producer = None
         if body.producer_id >= 0:
-            producer = ProducerBatch(body.producer_id, body.producer_epoch, body.sequence, 1)
+            producer = ProducerBatch(body.producer_id, body.producer_epoch, body.sequence, 1, body.transactional)
         batch = NewBatch(body.value, 1, producer=producer)
         return "produce", bm.ProduceRequest(body.acks, body.timeout_ms, (bm.ProducePartition(tp, (batch,)),))
     if isinstance(body, queue.Fetch):
         epoch = body.leader_epoch if body.leader_epoch >= 0 else None  # KIP-320's current_leader_epoch
         part = bm.FetchPartition(bm.TopicPartition(body.topic, body.partition), body.offset, current_leader_epoch=epoch)
-        return "fetch", bm.FetchRecordsRequest((part,), max_wait_ms=body.max_wait_ms, min_bytes=1)
+        request = bm.FetchRecordsRequest(
+            (part,), max_wait_ms=body.max_wait_ms, min_bytes=1, isolation_level=body.isolation_level
+        )
+        return "fetch", request
     if isinstance(body, queue.InitProducerId):
-        return "init_producer_id", InitProducerIdRequest()
+        if body.transactional_id is None:
+            return "init_producer_id", InitProducerIdRequest()
+        return "init_producer_id", InitProducerIdRequest(body.transactional_id, body.transaction_timeout_ms)
     if isinstance(body, queue.CreateTopic):
         topic = bm.NewTopic(body.topic, body.partitions, body.replication_factor, configs=body.configs)
         return "create_topics", bm.CreateTopicsRequest((topic,), timeout_ms=body.timeout_ms)
     raise TypeError(f"not a queue request body: {body!r}")
 
 
+def _txn_request(body: Any) -> tuple[str, Any]:
+    if isinstance(body, queue.AddPartitionsToTxn):
+        parts = tuple(bm.TopicPartition(body.topic, p) for p in body.partitions)
+        return "txn_call", tm.AddPartitionsToTxnRequest(
+            body.transactional_id, body.producer_id, body.producer_epoch, parts
+        )
+    if isinstance(body, queue.AddOffsetsToTxn):
+        return "txn_call", tm.AddOffsetsToTxnRequest(
+            body.transactional_id, body.producer_id, body.producer_epoch, body.group
+        )
+    if isinstance(body, queue.EndTxn):
+        return "txn_call", tm.EndTxnRequest(body.transactional_id, body.producer_id, body.producer_epoch, body.commit)
+    offsets = tuple(gm.CommitOffset(bm.TopicPartition(body.topic, p), o) for p, o in body.offsets)
+    request = gm.TxnOffsetCommitRequest(
+        body.transactional_id, body.group, body.producer_id, body.producer_epoch, offsets
+    )
+    return "group_call", request
+
+
+def _first_error(errors: Any) -> bm.BrokerError:
+    return next((e for _, e in errors if e != bm.BrokerError.NONE), bm.BrokerError.NONE)
+
+
+def txn_answer(body: Any, r: Any) -> queue.TxnAnswer:
+    """The queue reply body for the coordinators' answer `r` to a transaction body."""
+    if isinstance(body, queue.AddPartitionsToTxn | queue.TxnOffsetCommit):
+        error = _first_error(r.errors)
+    else:
+        error = r.error
+    return queue.TxnAnswer(int(error), _name(error))
+
+
 def _group_request(body: Any) -> Any:
     if isinstance(body, queue.FindCoordinator):
-        return gm.FindCoordinatorRequest((body.group,))
+        return gm.FindCoordinatorRequest((body.group,), body.key_type)
     if isinstance(body, queue.JoinGroup):
         return gm.JoinGroupRequest(
             body.group,
@@ -160,14 +203,26 @@ def group_answer(body: Any, r: Any) -> Any:
             tuple((o.partition.partition, o.offset) for o in r.offsets),
             tuple((o.partition.partition, o.leader_epoch) for o in r.offsets),
         )
-    error = next((e for _, e in r.errors if e != bm.BrokerError.NONE), bm.BrokerError.NONE)
+    error = _first_error(r.errors)
     return queue.OffsetsCommitted(int(error), _name(error))
+
+
+def _served(b: Any) -> queue.ServedBatch:
+    marker = marker_of(b)
+    if marker is not None:
+        return (b.base_offset, marker.producer_id, True, True, ())
+    producer = producer_of(b)
+    if producer is not None:
+        return (b.base_offset, producer.producer_id, producer.transactional, False, ((b.base_offset, b.data),))
+    return (b.base_offset, -1, False, False, ((b.base_offset, b.data),))
 
 
 def broker_answer(body: Any, response: Any) -> Any:
     """The queue reply body for the broker's `response` to `body`."""
     if isinstance(body, queue.GROUP_REQUESTS):
         return group_answer(body, response)
+    if isinstance(body, queue.TXN_REQUESTS):
+        return txn_answer(body, response)
     if isinstance(body, queue.Metadata):
         for topic in response.topics:
             if topic.name == body.topic and topic.error == bm.BrokerError.NONE:
@@ -193,8 +248,11 @@ def broker_answer(body: Any, response: Any) -> Any:
         part = response.partitions[0]
         if part.error != bm.BrokerError.NONE:
             return queue.Fetched(int(part.error), part.error.name.lower())
-        records = tuple((b.base_offset, b.data) for b in part.batches)
-        return queue.Fetched(0, "none", part.high_watermark, records)
+        # one record per batch: its data is the value itself (a control batch's is the marker)
+        served = [_served(b) for b in part.batches]
+        records, end = queue.visible_records(served, part.aborted_transactions)
+        visible = part.last_stable_offset if body.isolation_level == 1 else part.high_watermark
+        return queue.Fetched(0, "none", visible, records, end)
     if isinstance(body, queue.InitProducerId):
         error = response.error
         return queue.ProducerId(int(error), error.name.lower(), response.producer_id, response.producer_epoch)

@@ -15,6 +15,16 @@
 * ``coordinator-no-reload``: a broker that becomes leader of a ``__consumer_offsets`` partition
   serves its groups at once from an empty cache instead of replaying the partition's log first,
   so the groups' committed offsets (and generations) are lost when a coordinator moves.
+* ``marker-partial``: the transaction coordinator logs a transaction complete once the first
+  partition's marker is written and never sends the others (``txn_coordinator.py``): those
+  partitions keep the producer's transaction open, its next transaction joins it, and an abort
+  of that one takes the committed records with it (a committed transaction seen in part).
+* ``lso-ignores-open``: a partition's last stable offset is its high watermark even while a
+  transaction is open, so read_committed consumers read records before their commit or abort
+  (aborted reads).
+* ``no-epoch-fence``: a partition leader accepts batches (and markers) of a producer epoch older
+  than the producer's current one: a fenced zombie can still append, and its records join the
+  new instance's transaction.
 * ``lazy-flush`` (shared with the raft core): partition-log writes count as replicated and are
   acknowledged before they are flushed; flushes run only every ``lazy_flush_interval_ms``.
 """
@@ -27,5 +37,17 @@ HW_FROM_LEADER = "hw-from-leader"
 NO_TRUNCATE = "no-truncate"
 STALE_LEADER_PRODUCE = "stale-leader-produce"
 DEDUP_WINDOW_1 = "dedup-window-1"
+MARKER_PARTIAL = "marker-partial"
+LSO_IGNORES_OPEN = "lso-ignores-open"
+NO_EPOCH_FENCE = "no-epoch-fence"
 
-__all__ = ["DEDUP_WINDOW_1", "HW_FROM_LEADER", "LAZY_FLUSH", "NO_TRUNCATE", "STALE_LEADER_PRODUCE"]
+__all__ = [
+    "DEDUP_WINDOW_1",
+    "HW_FROM_LEADER",
+    "LAZY_FLUSH",
+    "LSO_IGNORES_OPEN",
+    "MARKER_PARTIAL",
+    "NO_EPOCH_FENCE",
+    "NO_TRUNCATE",
+    "STALE_LEADER_PRODUCE",
+]

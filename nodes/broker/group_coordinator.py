@@ -27,31 +27,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..kafka.protocol.schema import BYTES, INT32, INT64, STRING, Array, Struct, decode_struct, encode_struct, kf
-from ..kafka.records import build_batch, decode_batch, encode_batch
+from ..kafka.records import decode_batch
 from ..raft.config import MS
 from ..runtime.primitives import DecodeError, Reader
 from . import group_messages as gm
-from .batch import NewBatch
+from .coordinator_base import CreateTopic, InternalTopicCoordinator, Load, java_hash, partition_for
 from .errors import BrokerError
 from .group_messages import OFFSETS_TOPIC
-from .messages import (
-    COORDINATOR_ORIGIN,
-    CreateTopicsRequest,
-    CreateTopicsResponse,
-    NewTopic,
-    ProducePartition,
-    ProduceRequest,
-    ProduceResponse,
-)
-from .partition import Role
+from .producer_state import marker_of
 from .topic_partition import TopicPartition
+
+__all__ = ["GroupCoordinator", "java_hash", "offset_record", "partition_for"]
 
 COMMIT_STALE_GENERATION = "commit-stale-generation"
 COORDINATOR_NO_RELOAD = "coordinator-no-reload"
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"
-_WRITE_TIMEOUT_MS = 5_000
-_CREATE_RETRY_NS = 1_000 * MS
 
 # --- records of __consumer_offsets (Kafka's key/value layouts: key version 1 = offset, 2 = group)
 
@@ -112,20 +103,6 @@ def offset_record(group: str, offset: gm.CommitOffset, now_ms: int) -> tuple[byt
     return key, _versioned(_OFFSET_VALUE_VERSION, value)
 
 
-def java_hash(text: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units), as Kafka maps a group to a partition."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + int.from_bytes(data[i : i + 2], "big")) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    h = java_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
-
-
 # --- state -------------------------------------------------------------------------------------
 
 
@@ -160,73 +137,43 @@ class Group:
     rebalance_deadline: int | None = None
     offsets: dict[TopicPartition, gm.FetchedOffset] = field(default_factory=dict)
     pending_commits: int = 0
+    # offsets committed inside a transaction, per producer id, until its marker (TxnOffsetCommit)
+    txn_offsets: dict[int, dict[TopicPartition, gm.FetchedOffset]] = field(default_factory=dict)
 
 
-@dataclass
-class _Load:
-    leader_epoch: int
-    ready_at_offset: int  # the log end when loading started; served once the HW reaches it
-
-
-class GroupCoordinator:
+class GroupCoordinator(InternalTopicCoordinator):
     """The coordinator of every group whose ``__consumer_offsets`` partition this broker leads.
 
     ``host`` is the BrokerNode (clock, image, node id, ``replicas``); ``create_topic(request,
     done)`` asks the controller for the offsets topic; answers go to the callbacks each call gets.
     """
 
+    TOPIC = OFFSETS_TOPIC
+
     def __init__(
         self,
         host: Any,
         bugs: frozenset[str],
-        create_topic: Callable[[CreateTopicsRequest, Callable[[CreateTopicsResponse], None]], None],
+        create_topic: CreateTopic,
         *,
         num_partitions: int = 5,
         replication_factor: int = 3,
         min_session_timeout_ms: int = 1_000,
         max_session_timeout_ms: int = 300_000,
     ) -> None:
-        self.host = host
-        self.bugs = bugs
-        self.create_topic = create_topic
-        self.num_partitions = num_partitions
-        self.replication_factor = replication_factor
+        super().__init__(host, bugs, create_topic, num_partitions, replication_factor)
         self.min_session_ms = min_session_timeout_ms
         self.max_session_ms = max_session_timeout_ms
         self.groups: dict[str, Group] = {}
-        self.loads: dict[int, _Load] = {}  # offsets partitions this broker leads (loaded or loading)
         self._member_ids = itertools.count(1)
-        self._create_after = 0
-        self._creating = False
 
     # ------------------------------------------------------------------ helpers
-
-    @property
-    def now(self) -> int:
-        return self.host.now
-
-    def _partition_count(self) -> int | None:
-        topic = self.host.image.topics.get(OFFSETS_TOPIC)
-        return len(topic.partitions) if topic is not None and topic.partitions else None
-
-    def partition_of(self, group_id: str) -> int | None:
-        n = self._partition_count()
-        return None if n is None else partition_for(group_id, n)
 
     def _status(self, group_id: str) -> BrokerError:
         """NONE if this broker coordinates ``group_id`` and has loaded it, else why not."""
         if not group_id:
             return BrokerError.INVALID_GROUP_ID
-        index = self.partition_of(group_id)
-        if index is None:
-            return BrokerError.COORDINATOR_NOT_AVAILABLE
-        load = self.loads.get(index)
-        if load is None:
-            return BrokerError.NOT_COORDINATOR
-        p = self.host.replicas.partitions.get(TopicPartition(OFFSETS_TOPIC, index))
-        if p is None or p.hw < load.ready_at_offset:
-            return BrokerError.COORDINATOR_LOAD_IN_PROGRESS
-        return BrokerError.NONE
+        return self._load_status(self.partition_of(group_id))
 
     def _group(self, group_id: str) -> Group:
         group = self.groups.get(group_id)
@@ -245,36 +192,8 @@ class GroupCoordinator:
             if not key:
                 out.append(gm.CoordinatorInfo(key, BrokerError.INVALID_GROUP_ID))
                 continue
-            index = self.partition_of(key)
-            if index is None:
-                self._ensure_topic()
-                out.append(gm.CoordinatorInfo(key, BrokerError.COORDINATOR_NOT_AVAILABLE))
-                continue
-            state = self.host.image.partition(TopicPartition(OFFSETS_TOPIC, index))
-            leader = None if state is None else state.leader
-            reg = None if leader is None else self.host.image.brokers.get(leader)
-            if reg is None or reg.fenced:
-                out.append(gm.CoordinatorInfo(key, BrokerError.COORDINATOR_NOT_AVAILABLE))
-                continue
-            out.append(gm.CoordinatorInfo(key, BrokerError.NONE, leader, reg.host, reg.port))
+            out.append(self.locate(key))
         return gm.FindCoordinatorResponse(tuple(out))
-
-    def _ensure_topic(self) -> None:
-        if self._creating or self.now < self._create_after:
-            return
-        brokers = sum(1 for reg in self.host.image.brokers.values() if not reg.fenced)
-        if brokers == 0:
-            return
-        self._creating = True
-        rf = max(1, min(self.replication_factor, brokers))
-        request = CreateTopicsRequest((NewTopic(OFFSETS_TOPIC, self.num_partitions, rf),), timeout_ms=10_000)
-
-        def done(response: CreateTopicsResponse) -> None:
-            self._creating = False
-            if any(t.error not in (BrokerError.NONE, BrokerError.TOPIC_ALREADY_EXISTS) for t in response.topics):
-                self._create_after = self.now + _CREATE_RETRY_NS
-
-        self.create_topic(request, done)
 
     # ------------------------------------------------------------------ JoinGroup
 
@@ -574,6 +493,66 @@ class GroupCoordinator:
             BrokerError.NONE, tuple(known.get(tp, gm.FetchedOffset(tp, -1)) for tp in request.partitions)
         )
 
+    # ------------------------------------------------------------------ transactional offsets
+
+    def txn_commit_offsets(
+        self, request: gm.TxnOffsetCommitRequest, respond: Callable[[gm.TxnOffsetCommitResponse], None]
+    ) -> None:
+        """TxnOffsetCommit: the offsets are written now, as a transactional batch of the
+        producer, and applied when its commit marker reaches the group's partition
+        (:meth:`on_txn_marker`); an abort marker drops them."""
+
+        def answer(error: BrokerError) -> None:
+            respond(gm.TxnOffsetCommitResponse(tuple((o.partition, error) for o in request.offsets)))
+
+        error = self._status(request.group_id)
+        if error is not BrokerError.NONE:
+            answer(error)
+            return
+        index = self.partition_of(request.group_id)
+        p = self.host.replicas.partitions.get(TopicPartition(OFFSETS_TOPIC, index))  # type: ignore[arg-type]
+        entry = None if p is None else p.producers.producers.get(request.producer_id)
+        if entry is not None and request.producer_epoch < entry.epoch:
+            answer(BrokerError.INVALID_PRODUCER_EPOCH)
+            return
+        group = self._group(request.group_id)
+        if request.generation >= 0 or request.member_id:  # KIP-447 (v3+): fenced like a commit
+            fence = gm.OffsetCommitRequest(request.group_id, request.generation, request.member_id, ())
+            error = self._commit_fence(group, fence)
+            if error is not BrokerError.NONE:
+                answer(error)
+                return
+        if not request.offsets:
+            answer(BrokerError.NONE)
+            return
+        now_ms = self.now // MS
+        records = [offset_record(group.group_id, o, now_ms) for o in request.offsets]
+        pid = request.producer_id
+
+        def written(error: BrokerError) -> None:
+            if error is BrokerError.NONE and self.groups.get(group.group_id) is group:
+                pending = group.txn_offsets.setdefault(pid, {})
+                for o in request.offsets:
+                    pending[o.partition] = gm.FetchedOffset(o.partition, o.offset, o.leader_epoch, o.metadata)
+            answer(error)
+
+        self._append(group.group_id, records, written, (pid, request.producer_epoch))
+
+    def on_txn_marker(self, index: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker of ``producer_id`` was appended (and replicated) to the offsets
+        partition ``index`` led here: its pending offsets take effect (commit) or are dropped."""
+        n = self._partition_count()
+        if n is not None and index in self.loads:
+            self._txn_completed(index, n, producer_id, commit)
+
+    def _txn_completed(self, index: int, n: int, producer_id: int, commit: bool) -> None:
+        for group_id, group in self.groups.items():
+            if partition_for(group_id, n) != index:
+                continue
+            pending = group.txn_offsets.pop(producer_id, None)
+            if pending and commit:
+                group.offsets.update(pending)
+
     # ------------------------------------------------------------------ ListGroups / DescribeGroups
 
     def list_groups(self, request: gm.ListGroupsRequest) -> gm.ListGroupsResponse:
@@ -642,42 +621,27 @@ class GroupCoordinator:
     def _write_group(self, group: Group, done: Callable[[BrokerError], None]) -> None:
         self._append(group.group_id, [self._group_record(group)], done)
 
-    def _append(self, group_id: str, records: list[tuple[bytes, bytes]], done: Callable[[BrokerError], None]) -> None:
+    def _append(
+        self,
+        group_id: str,
+        records: list[tuple[bytes, bytes]],
+        done: Callable[[BrokerError], None],
+        producer: tuple[int, int] | None = None,
+    ) -> None:
         index = self.partition_of(group_id)
         if index is None:
             done(BrokerError.COORDINATOR_NOT_AVAILABLE)
             return
-        now_ms = self.now // MS
-        data = encode_batch(build_batch(records, timestamp=now_ms))
-        tp = TopicPartition(OFFSETS_TOPIC, index)
-        batch = NewBatch(data, len(records), now_ms)
-        request = ProduceRequest(-1, _WRITE_TIMEOUT_MS, (ProducePartition(tp, (batch,)),), origin=COORDINATOR_ORIGIN)
-
-        def respond(response: ProduceResponse) -> None:
-            done(_coordinator_error(response.partitions[0].error))
-
-        self.host.replicas.append_records(request, respond, lambda reason: done(BrokerError.NOT_COORDINATOR))
+        self._append_to(index, records, done, producer)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ leadership, loading, timers
 
     def poll(self) -> None:
         """Follow leadership of the offsets partitions (load / unload) and expire members."""
-        n = self._partition_count()
-        if n is not None:
-            led = {}
-            for index in range(n):
-                p = self.host.replicas.partitions.get(TopicPartition(OFFSETS_TOPIC, index))
-                if p is not None and p.role is Role.LEADER:
-                    led[index] = p
-            for index in [i for i in self.loads if i not in led or self.loads[i].leader_epoch != led[i].leader_epoch]:
-                self._unload(index, n)
-            for index, p in led.items():
-                if index not in self.loads:
-                    self._load(index, n, p)
+        self._follow_leadership()
         self._expire()
 
     def _unload(self, index: int, n: int) -> None:
-        del self.loads[index]
         for group_id in [g for g in self.groups if partition_for(g, n) == index]:
             group = self.groups.pop(group_id)
             for member in group.members.values():
@@ -691,17 +655,22 @@ class GroupCoordinator:
     def _load(self, index: int, n: int, p: Any) -> None:
         if COORDINATOR_NO_RELOAD in self.bugs:
             # serves at once from an empty cache: the groups and offsets in the log are not read
-            self.loads[index] = _Load(p.leader_epoch, 0)
+            self.loads[index] = Load(p.leader_epoch, 0)
             return
-        self.loads[index] = _Load(p.leader_epoch, p.leo)
+        self.loads[index] = Load(p.leader_epoch, p.leo)
         for batch in p.log.batches:
+            marker = marker_of(batch)
+            if marker is not None:
+                self._txn_completed(index, n, marker.producer_id, marker.commit)
+                continue
             try:
-                records = decode_batch(batch.data).records
+                decoded = decode_batch(batch.data)
             except (ValueError, DecodeError):
                 continue  # not a coordinator batch
-            for record in records:
+            txn = decoded.producer_id if decoded.is_transactional and not decoded.is_control else None
+            for record in decoded.records:
                 try:
-                    self._replay(record.key, record.value, batch.max_timestamp)
+                    self._replay(record.key, record.value, batch.max_timestamp, txn)
                 except (ValueError, DecodeError):
                     continue  # a record of a layout this coordinator does not write
         for group_id, group in self.groups.items():
@@ -709,7 +678,7 @@ class GroupCoordinator:
                 for member in group.members.values():
                     member.last_seen = self.now
 
-    def _replay(self, key: bytes | None, value: bytes | None, timestamp: int) -> None:
+    def _replay(self, key: bytes | None, value: bytes | None, timestamp: int, txn: int | None = None) -> None:
         if key is None or len(key) < 2:
             return
         version = int.from_bytes(key[:2], "big", signed=True)
@@ -722,7 +691,11 @@ class GroupCoordinator:
                 group.offsets.pop(tp, None)
                 return
             v = decode_struct(_OffsetValue, Reader(memoryview(value)[2:]), 0, False)
-            group.offsets[tp] = gm.FetchedOffset(tp, v.offset, v.leader_epoch, v.metadata)
+            offset = gm.FetchedOffset(tp, v.offset, v.leader_epoch, v.metadata)
+            if txn is not None:  # pending until the producer's marker follows in the log
+                group.txn_offsets.setdefault(txn, {})[tp] = offset
+            else:
+                group.offsets[tp] = offset
         elif version == _GROUP_KEY_VERSION:
             k2 = decode_struct(_GroupKey, reader, 0, False)
             group = self._group(k2.group)
@@ -776,22 +749,7 @@ class GroupCoordinator:
                     times.append(m.last_seen + m.session_timeout_ms * MS)
             if group.state == PREPARING and group.rebalance_deadline is not None and not group.pending_commits:
                 times.append(group.rebalance_deadline)
-        if self._creating is False and self._create_after > self.now:
-            times.append(self._create_after)
+        create = self._create_deadline()
+        if create is not None:
+            times.append(create)
         return min(times) if times else None
-
-
-def _coordinator_error(error: BrokerError) -> BrokerError:
-    """Kafka's mapping of an append error to what a group member is told."""
-    if error is BrokerError.NONE:
-        return error
-    if error in (
-        BrokerError.UNKNOWN_TOPIC_OR_PARTITION,
-        BrokerError.NOT_ENOUGH_REPLICAS,
-        BrokerError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        BrokerError.REQUEST_TIMED_OUT,
-    ):
-        return BrokerError.COORDINATOR_NOT_AVAILABLE
-    if error in (BrokerError.NOT_LEADER_OR_FOLLOWER, BrokerError.FENCED_LEADER_EPOCH):
-        return BrokerError.NOT_COORDINATOR
-    return BrokerError.COORDINATOR_NOT_AVAILABLE

@@ -14,13 +14,14 @@ from .errors import BrokerError
 from .topic_partition import TopicPartition
 
 OFFSETS_TOPIC = "__consumer_offsets"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 @dataclass(frozen=True, slots=True)
 class FindCoordinatorRequest:
     keys: tuple[str, ...]
-    key_type: int = 0  # 0 group, 1 transaction (not served)
+    key_type: int = 0  # 0 group, 1 transaction (the transaction coordinator answers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +126,27 @@ class OffsetCommitRequest:
 
 @dataclass(frozen=True, slots=True)
 class OffsetCommitResponse:
+    errors: tuple[tuple[TopicPartition, BrokerError], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetCommitRequest:
+    """Offsets committed inside a transaction (KIP-98): written to the group's partition as a
+    transactional batch of ``(producer_id, producer_epoch)``; they take effect when the commit
+    marker reaches that partition, and are dropped on an abort marker. ``generation`` -1 with an
+    empty ``member_id``: no group fencing (TxnOffsetCommit before v3)."""
+
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    offsets: tuple[CommitOffset, ...]
+    generation: int = -1
+    member_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetCommitResponse:
     errors: tuple[tuple[TopicPartition, BrokerError], ...]
 
 

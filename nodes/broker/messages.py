@@ -7,7 +7,8 @@ arrive through ``handle(now, src, message, reply_ctx)``, like the raft RPCs; a r
 as ``Send(src, response, reply_ctx)``. Node-to-node kinds: follower fetches
 (``FetchRecordsRequest`` with ``replica_id >= 0`` → ``FetchRecordsResponse``), and the
 broker-to-controller RPCs ``BrokerRegistration*``, ``BrokerHeartbeat*``, ``AlterPartition*`` and
-a forwarded ``CreateTopics*``. ``correlation`` lets the sender match a response to its request
+a forwarded ``CreateTopics*``, and the transaction coordinator's ``WriteTxnMarkers*`` to partition
+leaders. ``correlation`` lets the sender match a response to its request
 (the runtime may map it to the Kafka correlation id); a core never reuses one.
 
 Optional ints are None when absent (the wire encodes -1).
@@ -341,10 +342,15 @@ class OffsetForLeaderEpochResponse:
 
 @dataclass(frozen=True, slots=True)
 class InitProducerIdRequest:
-    """A client asks for a producer id (idempotent producers only: no transactional id)."""
+    """A client asks for a producer id: an idempotent producer (no transactional id, any broker
+    answers) or a transactional one (its transaction coordinator answers, ``txn_coordinator``).
+    ``producer_id``/``producer_epoch`` (InitProducerId v3+, KIP-360): the id and epoch the
+    producer has, to bump instead of starting over (-1: none)."""
 
     transactional_id: str | None = None
     transaction_timeout_ms: int = 60_000
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,6 +377,41 @@ class AllocateProducerIdsResponse:
     correlation: int = 0
 
 
+# ---------------------------------------------------------------------------- transaction markers
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarkerEntry:
+    """One producer's end-of-transaction marker for ``partitions`` (``commit`` False: abort)."""
+
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTxnMarkersRequest:
+    """The transaction coordinator asks a partition leader to append markers (Kafka's API 27).
+    Answered once each marker is replicated (acks=-1) or failed."""
+
+    markers: tuple[TxnMarkerEntry, ...]
+    correlation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarkerResult:
+    producer_id: int
+    errors: tuple[tuple[TopicPartition, BrokerError], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTxnMarkersResponse:
+    markers: tuple[TxnMarkerResult, ...]
+    correlation: int = 0
+
+
 BrokerRequest = (
     FetchRecordsRequest
     | BrokerRegistrationRequest
@@ -378,6 +419,7 @@ BrokerRequest = (
     | AlterPartitionRequest
     | CreateTopicsRequest
     | AllocateProducerIdsRequest
+    | WriteTxnMarkersRequest
 )
 BrokerResponse = (
     FetchRecordsResponse
@@ -386,6 +428,7 @@ BrokerResponse = (
     | AlterPartitionResponse
     | CreateTopicsResponse
     | AllocateProducerIdsResponse
+    | WriteTxnMarkersResponse
 )
 BROKER_REQUESTS = (
     FetchRecordsRequest,
@@ -394,6 +437,7 @@ BROKER_REQUESTS = (
     AlterPartitionRequest,
     CreateTopicsRequest,
     AllocateProducerIdsRequest,
+    WriteTxnMarkersRequest,
 )
 BROKER_RESPONSES = (
     FetchRecordsResponse,
@@ -402,6 +446,7 @@ BROKER_RESPONSES = (
     AlterPartitionResponse,
     CreateTopicsResponse,
     AllocateProducerIdsResponse,
+    WriteTxnMarkersResponse,
 )
 
 

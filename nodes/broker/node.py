@@ -48,7 +48,8 @@ from ..raft.messages import (
     VoteResponse,
 )
 from . import group_messages as gm
-from .batch import Batch
+from . import txn_messages as tm
+from .batch import Batch, NewBatch
 from .config import BrokerConfig
 from .controller import Controller
 from .effects import ClientResponse, CloseClientConnection
@@ -59,6 +60,7 @@ from .image import ImageChange, MetadataImage, PartitionChange
 from .kv_layer import ControllerAppend, RegisterService
 from .lifecycle import BrokerLifecycle
 from .messages import (
+    COORDINATOR_ORIGIN,
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
     AlterPartitionRequest,
@@ -79,13 +81,20 @@ from .messages import (
     MetadataResponse,
     OffsetForLeaderEpochRequest,
     PartitionMetadata,
+    ProducePartition,
     ProduceRequest,
+    ProduceResponse,
     TopicMetadata,
+    TxnMarkerResult,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from .producer_ids import ProducerIdManager
+from .producer_state import ABORT, COMMIT, TxnMarker, marker_bytes
 from .records import MetadataRecord, encode_metadata
 from .replica_manager import ReplicaManager
 from .topic_partition import TopicPartition
+from .txn_coordinator import TxnCoordinator
 
 RAFT_MESSAGES = (
     VoteRequest,
@@ -148,6 +157,7 @@ class BrokerNode:
         self.lifecycle = BrokerLifecycle(self, self.broker_config, self.incarnation, endpoint)
         self.producer_ids = ProducerIdManager(self, self.broker_config)
         self.groups = GroupCoordinator(self, self.bugs, self._create_internal_topic)
+        self.txn = TxnCoordinator(self, self.bugs, self._create_internal_topic, self.producer_ids)
         self._now = 0
         self._mono = 0  # the driver's monotonic clock at this input (leader leases), `now` when not given
         self._out: list[Any] = []
@@ -259,6 +269,7 @@ class BrokerNode:
             self.lifecycle.next_deadline(),
             self.producer_ids.next_deadline(),
             self.groups.next_deadline(),
+            self.txn.next_deadline(),
         ):
             if t is not None and (best is None or t < best):
                 best = t
@@ -312,9 +323,37 @@ class BrokerNode:
         self, now: int, request_id: Any, request: InitProducerIdRequest, *, mono: int | None = None
     ) -> list[Any]:
         """ClientResponse(request_id, InitProducerIdResponse) follows, maybe once a block of
-        producer ids has been allocated through the quorum (``producer_ids.py``)."""
+        producer ids has been allocated through the quorum (``producer_ids.py``); with a
+        transactional id, from its transaction coordinator (``txn_coordinator.py``)."""
         respond = lambda r: self.emit(ClientResponse(request_id, r))  # noqa: E731
+        if request.transactional_id is not None:
+            return self._run(now, self.txn.init_producer_id, request, respond, mono=mono)
         return self._run(now, self.producer_ids.init_producer_id, request, respond, mono=mono)
+
+    def txn_call(self, now: int, request_id: Any, request: Any, *, mono: int | None = None) -> list[Any]:
+        """A transaction coordinator call (``txn_messages``: AddPartitionsToTxn, AddOffsetsToTxn,
+        EndTxn); ClientResponse(request_id, the matching response) follows once logged."""
+
+        def run() -> None:
+            respond = lambda r: self.emit(ClientResponse(request_id, r))  # noqa: E731
+            if isinstance(request, tm.AddPartitionsToTxnRequest):
+                self.txn.add_partitions(request, respond)
+            elif isinstance(request, tm.AddOffsetsToTxnRequest):
+                self.txn.add_offsets(request, respond)
+            elif isinstance(request, tm.EndTxnRequest):
+                self.txn.end_txn(request, respond)
+            else:
+                raise TypeError(f"not a transaction coordinator request: {type(request).__name__}")
+
+        return self._run(now, run, mono=mono)
+
+    def write_txn_markers(
+        self, now: int, request_id: Any, request: WriteTxnMarkersRequest, *, mono: int | None = None
+    ) -> list[Any]:
+        """WriteTxnMarkers from a client connection (Kafka's API 27); coordinators send it
+        node-to-node through ``handle``."""
+        respond = lambda r: self.emit(ClientResponse(request_id, r))  # noqa: E731
+        return self._run(now, self._write_txn_markers, request, respond, mono=mono)
 
     def metadata(
         self, now: int, request_id: Any, request: MetadataRequest | None = None, *, mono: int | None = None
@@ -351,8 +390,12 @@ class BrokerNode:
         def run() -> None:
             respond = lambda r: self.emit(ClientResponse(request_id, r))  # noqa: E731
             g = self.groups
-            if isinstance(request, gm.FindCoordinatorRequest):
+            if isinstance(request, gm.FindCoordinatorRequest) and request.key_type == 1:
+                respond(self.txn.find_coordinator(request))
+            elif isinstance(request, gm.FindCoordinatorRequest):
                 respond(g.find_coordinator(request))
+            elif isinstance(request, gm.TxnOffsetCommitRequest):
+                g.txn_commit_offsets(request, respond)
             elif isinstance(request, gm.JoinGroupRequest):
                 g.join_group(request, respond)
             elif isinstance(request, gm.SyncGroupRequest):
@@ -455,6 +498,7 @@ class BrokerNode:
             self.producer_ids.poll(now)
             self.replicas.poll(now)
             self.groups.poll()
+            self.txn.poll()
             self.replicas.settle()
             self._expire_forwarded(now)
             if not self._loopback and not self._image_dirty:
@@ -534,8 +578,44 @@ class BrokerNode:
             self.controller.on_allocate_producer_ids(src, message, ctx)
         elif isinstance(message, AllocateProducerIdsResponse):
             self.producer_ids.on_response(message)
+        elif isinstance(message, WriteTxnMarkersRequest):
+            self._write_txn_markers(message, lambda response: self.send(src, response, ctx))
+        elif isinstance(message, WriteTxnMarkersResponse):
+            self.txn.on_markers_response(message)
         else:
             raise TypeError(f"not a quorum or broker message: {type(message).__name__}")
+
+    def _write_txn_markers(
+        self, request: WriteTxnMarkersRequest, respond: Callable[[WriteTxnMarkersResponse], None]
+    ) -> None:
+        """The partition leader's side of WriteTxnMarkers: each marker is appended as a control
+        batch (origin coordinator, acks=-1) to its partitions; answered when all are replicated
+        or failed. A marker written to a ``__consumer_offsets`` partition also settles the
+        producer's transactional offset commits there."""
+        if not request.markers:
+            respond(WriteTxnMarkersResponse((), request.correlation))
+            return
+        results: list[TxnMarkerResult | None] = [None] * len(request.markers)
+        now_ms = self._now // MS
+        timeout_ms = max(1, self.broker_config.request_timeout_ms // 2)  # answered before the sender gives up
+        for i, entry in enumerate(request.markers):
+            marker = TxnMarker(
+                entry.producer_id, entry.producer_epoch, COMMIT if entry.commit else ABORT, entry.coordinator_epoch
+            )
+            data = marker_bytes(marker, now_ms)
+            parts = tuple(ProducePartition(tp, (NewBatch(data, 1, now_ms),)) for tp in dict.fromkeys(entry.partitions))
+
+            def done(response: ProduceResponse, i: int = i, entry: Any = entry) -> None:
+                errors = tuple((pp.partition, pp.error) for pp in response.partitions)
+                for tp, error in errors:
+                    if error is BrokerError.NONE and tp.topic == gm.OFFSETS_TOPIC:
+                        self.groups.on_txn_marker(tp.partition, entry.producer_id, entry.commit)
+                results[i] = TxnMarkerResult(entry.producer_id, errors)
+                if all(r is not None for r in results):
+                    respond(WriteTxnMarkersResponse(tuple(results), request.correlation))  # type: ignore[arg-type]
+
+            produce = ProduceRequest(-1, timeout_ms, parts, origin=COORDINATOR_ORIGIN)
+            self.replicas.append_records(produce, done, lambda reason: None)
 
     def _on_forwarded_answer(self, response: CreateTopicsResponse) -> None:
         entry = self._forwarded.pop(response.correlation, None)

@@ -100,6 +100,8 @@ class Partition:
         self.fetch_backoff_until: int | None = None  # follower: skip fetching until then
         self._producers: ProducerStateManager | None = None  # rebuilt from the log when needed
         self.producer_window: tuple[int, bool] = (5, False)  # (batches retained, lenient): seeded bug
+        self.epoch_fence = True  # False: seeded bug no-epoch-fence
+        self.lso_ignores_open = False  # seeded bug lso-ignores-open
 
     @property
     def producers(self) -> ProducerStateManager:
@@ -107,7 +109,7 @@ class Partition:
         the log after a role change or truncation."""
         if self._producers is None:
             window, lenient = self.producer_window
-            self._producers = ProducerStateManager(window, lenient)
+            self._producers = ProducerStateManager(window, lenient, fence=self.epoch_fence)
             self._producers.rebuild(self.log.batches)
         return self._producers
 
@@ -120,6 +122,8 @@ class Partition:
     @property
     def last_stable_offset(self) -> int:
         """LSO: the HW, or the first offset of the earliest open transaction if that is lower."""
+        if self.lso_ignores_open:
+            return self.hw
         first = self.producers.first_unstable_offset()
         return self.hw if first is None else min(self.hw, first)
 

@@ -246,9 +246,10 @@ class Duplicate:
 class ProducerStateManager:
     """The producers of one partition replica."""
 
-    def __init__(self, window: int = BATCHES_TO_RETAIN, lenient: bool = False) -> None:
+    def __init__(self, window: int = BATCHES_TO_RETAIN, lenient: bool = False, fence: bool = True) -> None:
         self.window = window
         self.lenient = lenient  # dedup-window-1: a batch before the retained one is accepted
+        self.fence = fence  # False (no-epoch-fence): older producer epochs are accepted
         self.producers: dict[int, ProducerEntry] = {}
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self.aborted: list[AbortedTxn] = []  # in marker offset order
@@ -306,7 +307,7 @@ class ProducerStateManager:
     def validate_marker(self, marker: TxnMarker) -> BrokerError | None:
         """INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch, else None."""
         entry = self.producers.get(marker.producer_id)
-        if entry is not None and marker.producer_epoch < entry.epoch:
+        if entry is not None and marker.producer_epoch < entry.epoch and self.fence:
             return BrokerError.INVALID_PRODUCER_EPOCH
         return None
 
@@ -340,7 +341,7 @@ class ProducerStateManager:
 
     def _check(self, entry: ProducerEntry, info: ProducerBatch) -> BrokerError | None:
         if info.producer_epoch < entry.epoch:
-            return BrokerError.INVALID_PRODUCER_EPOCH
+            return BrokerError.INVALID_PRODUCER_EPOCH if self.fence else None
         if info.producer_epoch != entry.epoch:
             return None if info.base_sequence == 0 else BrokerError.OUT_OF_ORDER_SEQUENCE_NUMBER
         last = entry.last_seq

@@ -82,6 +82,8 @@ class ReplicaManager:
         p = Partition(tp, self.node_id, log)
         if B.DEDUP_WINDOW_1 in self.bugs:
             p.producer_window = (1, True)
+        p.epoch_fence = B.NO_EPOCH_FENCE not in self.bugs
+        p.lso_ignores_open = B.LSO_IGNORES_OPEN in self.bugs
         return p
 
     def _min_isr(self, tp: TopicPartition) -> int:

@@ -31,9 +31,11 @@ KV_BUGS = frozenset({STALE_READ})
 BROKER_BUGS = frozenset({"hw-from-leader", "no-truncate", "stale-leader-produce", "dedup-window-1"})
 # the group coordinator's (nodes/broker/group_coordinator.py)
 GROUP_BUGS = frozenset({"commit-stale-generation", "coordinator-no-reload"})
+# transactions: the transaction coordinator's and the partitions' (nodes/broker/bugs.py)
+TXN_BUGS = frozenset({"marker-partial", "lso-ignores-open", "no-epoch-fence"})
 SKIP_CRC = "skip-crc"
 STORAGE_BUGS = frozenset({SKIP_CRC})
-ALL_BUGS = RAFT_BUGS | KV_BUGS | BROKER_BUGS | GROUP_BUGS | STORAGE_BUGS
+ALL_BUGS = RAFT_BUGS | KV_BUGS | BROKER_BUGS | GROUP_BUGS | TXN_BUGS | STORAGE_BUGS
 
 
 def validate_bugs(bugs: Iterable[str]) -> frozenset[str]:

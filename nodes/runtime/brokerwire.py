@@ -12,6 +12,7 @@ controller listener, with these private api keys (a request and its response sha
 1103   ``AlterPartitionRequest`` / ``AlterPartitionResponse``
 1104   ``CreateTopicsRequest`` / ``CreateTopicsResponse`` (forwarded to the active controller)
 1110   ``AllocateProducerIdsRequest`` / ``AllocateProducerIdsResponse`` (producer id blocks)
+1111   ``WriteTxnMarkersRequest`` / ``WriteTxnMarkersResponse`` (transaction coordinator → leaders)
 =====  ==============================================================
 
 Body::
@@ -54,6 +55,8 @@ from ..broker.messages import (
     CreateTopicsResponse,
     FetchRecordsRequest,
     FetchRecordsResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from ..broker.topic_partition import TopicPartition
 
@@ -75,6 +78,8 @@ API_KEYS: dict[type, int] = {
     CreateTopicsResponse: 1104,
     AllocateProducerIdsRequest: 1110,
     AllocateProducerIdsResponse: 1110,
+    WriteTxnMarkersRequest: 1111,
+    WriteTxnMarkersResponse: 1111,
 }
 BROKER_API_KEYS = frozenset(API_KEYS.values())
 _BY_NAME: dict[str, type] = {cls.__name__: cls for cls in (*BROKER_REQUESTS, *BROKER_RESPONSES)}

@@ -13,7 +13,9 @@
   resolves the request's future (maybe later: a parked fetch or an acks=all produce), which the
   server writes back in request order. acks=0 produce answers nothing; a
   ``CloseClientConnection`` (an acks=0 produce that failed) closes that connection;
-* the group coordinator's APIs (``groupapi.py``) go to ``BrokerNode.group_call``.
+* the group coordinator's APIs (``groupapi.py``) go to ``BrokerNode.group_call``; the
+  transaction APIs (``txnapi.py``) to ``txn_call`` (TxnOffsetCommit to ``group_call``,
+  WriteTxnMarkers to ``write_txn_markers``).
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ from typing import TYPE_CHECKING, Any
 from ..kafka import protocol as kp
 from ..kafka.versions import ApiKey, is_supported
 from ..runtime.primitives import DecodeError
-from . import groupapi
+from . import groupapi, txnapi
 from . import kafkaapi as ka
 from .groupapi import GROUP_API_KEYS
 from .server import CloseConnection, Request
+from .txnapi import TXN_API_KEYS
 
 if TYPE_CHECKING:
     from .driver import NodeDriver
@@ -62,6 +65,8 @@ class KafkaService:
                 "init_producer_id",
                 "offset_for_leader_epoch",
                 "group_call",
+                "txn_call",
+                "write_txn_markers",
             ),
             0,
         )
@@ -109,11 +114,17 @@ class KafkaService:
             return self._create_topics(message, version)
         if key in GROUP_API_KEYS:
             return self._group_call(request, message, version)
+        if key in TXN_API_KEYS:
+            return self._submit(
+                txnapi.CORE_METHOD[key],
+                txnapi.core_request(key, message),
+                lambda r: txnapi.kafka_response(key, message, version, r).encode(version),
+            )
         if key == ApiKey.INIT_PRODUCER_ID:
             return self._submit(
                 "init_producer_id",
                 ka.init_producer_id_request(message),
-                lambda r: ka.init_producer_id_response(r).encode(version),
+                lambda r: ka.init_producer_id_response(r, version).encode(version),
             )
         if key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
             return self._submit(

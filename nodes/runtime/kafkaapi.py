@@ -10,8 +10,9 @@ OffsetForLeaderEpoch 0-4).
   :func:`nodes.kafka.records.validate_produce` first (exactly one v2 batch, CRC-32C, offset
   deltas, record framing); a bad partition gets that check's error code (CORRUPT_MESSAGE,
   INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE) and never reaches the core. Transactional
-  requests and batches get TRANSACTIONAL_ID_AUTHORIZATION_FAILED (there are no transactions).
-  Idempotent batches (a producer id) go to the core, whose partition leader checks their
+  batches go to the core like idempotent ones (the partition leader opens the producer's
+  transaction at the first, ``nodes.broker.producer_state``). Idempotent batches (a producer
+  id) go to the core, whose partition leader checks their
   sequence (``nodes.broker.producer_state``): a retried batch is answered with its original
   offset, a gap with OUT_OF_ORDER_SEQUENCE_NUMBER, an old producer epoch with
   INVALID_PRODUCER_EPOCH.
@@ -31,9 +32,10 @@ OffsetForLeaderEpoch 0-4).
   leader epoch, replicas, ISR, offline replicas. Topics are never created automatically.
 * **CreateTopics** goes to the core (forwarded to the active controller when needed); at most
   :data:`MAX_PARTITIONS` partitions per topic.
-* **InitProducerId** (idempotent producers) goes to the core, which hands out producer ids from
-  blocks allocated through the quorum (``nodes.broker.producer_ids``); with a transactional id it
-  is TRANSACTIONAL_ID_AUTHORIZATION_FAILED (no transactions).
+* **InitProducerId** goes to the core, which hands out producer ids from blocks allocated through
+  the quorum (``nodes.broker.producer_ids``); with a transactional id its transaction
+  coordinator answers (``nodes.broker.txn_coordinator``; the other transaction APIs are in
+  ``txnapi.py``).
 * **OffsetForLeaderEpoch** (KIP-320): the partition leader's epoch cache answers where an epoch
   ends; -1/-1 when it has no epoch at or below the one asked about.
 """
@@ -119,16 +121,10 @@ def produce_plan(req: kp.ProduceRequest) -> ProducePlan:
             if key in seen:
                 continue  # a repeated partition gets the first occurrence's answer
             seen.add(key)
-            if req.transactional_id is not None:
-                errors[key] = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
-                continue
             try:
                 header = validate_produce(pd.records)
             except RecordError as exc:
                 errors[key] = (int(exc.error_code), str(exc))
-                continue
-            if header.is_transactional:
-                errors[key] = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
                 continue
             batch = NewBatch(bytes(pd.records), header.record_count, header.max_timestamp)  # type: ignore[arg-type]
             parts.append(bm.ProducePartition(TopicPartition(topic.name, pd.index), (batch,)))
@@ -376,12 +372,18 @@ def create_topics_response(
 
 
 def init_producer_id_request(req: kp.InitProducerIdRequest) -> bm.InitProducerIdRequest:
-    return bm.InitProducerIdRequest(req.transactional_id, req.transaction_timeout_ms)
+    return bm.InitProducerIdRequest(
+        req.transactional_id, req.transaction_timeout_ms, req.producer_id, req.producer_epoch
+    )
 
 
-def init_producer_id_response(resp: bm.InitProducerIdResponse) -> kp.InitProducerIdResponse:
+def init_producer_id_response(resp: bm.InitProducerIdResponse, version: int = 4) -> kp.InitProducerIdResponse:
+    """PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v4 (KIP-588)."""
+    error = resp.error
+    if error is BrokerError.PRODUCER_FENCED and version < 4:
+        error = BrokerError.INVALID_PRODUCER_EPOCH
     return kp.InitProducerIdResponse(
-        error_code=int(resp.error), producer_id=resp.producer_id, producer_epoch=resp.producer_epoch
+        error_code=int(error), producer_id=resp.producer_id, producer_epoch=resp.producer_epoch
     )
 
 

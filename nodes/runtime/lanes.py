@@ -1,9 +1,10 @@
 """Which connection a node-to-node request travels on, and how long that connection waits for it.
 
-Raft requests go one voter at a time on one connection; broker requests on one of three
+Raft requests go one voter at a time on one connection; broker requests on one of four
 *lanes* per destination: ``replication`` (follower fetches, which park on the leader),
-``control`` (registration, heartbeats, AlterPartition) and ``forward`` (CreateTopics to the
-active controller). A request with no answer within its connection's timeout resets that
+``control`` (registration, heartbeats, AlterPartition), ``forward`` (CreateTopics to the
+active controller) and ``txn`` (WriteTxnMarkers, which wait for the markers' replication and
+must not hold up heartbeats). A request with no answer within its connection's timeout resets that
 connection, and whatever it still carried is lost. The runtime driver sizes its connections
 from here, and the simulator's TCP-like links hold a message across a partition for as long.
 """
@@ -12,18 +13,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..broker import (
+from ..broker.config import BrokerConfig
+from ..broker.messages import (
     BROKER_REQUESTS,
     BROKER_RESPONSES,
-    BrokerConfig,
     CreateTopicsRequest,
     CreateTopicsResponse,
     FetchRecordsRequest,
     FetchRecordsResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from ..raft import RaftConfig
 
-LANES = ("replication", "control", "forward")
+LANES = ("replication", "control", "forward", "txn")
 
 
 def lane_of(message: Any) -> str:
@@ -32,6 +35,8 @@ def lane_of(message: Any) -> str:
         return "replication"
     if isinstance(message, CreateTopicsRequest | CreateTopicsResponse):
         return "forward"
+    if isinstance(message, WriteTxnMarkersRequest | WriteTxnMarkersResponse):
+        return "txn"
     return "control"
 
 

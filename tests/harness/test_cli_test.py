@@ -64,6 +64,10 @@ def test_seeded_bug_is_invalid(tmp_path: Path) -> None:
         (["--time-limit", "abc"], "--time-limit"),
         (["--fsync-delay", "-5"], "--fsync-delay"),
         (["--clock-source", "tsc"], "--clock-source"),
+        (["--workload", "queue", "--txn", "--acks", "1"], "--txn needs --acks all"),
+        (["--workload", "queue", "--txn", "--sub-via", "subscribe"], "--txn works with --sub-via assign only"),
+        (["--txn"], "--txn is an option of --workload queue"),
+        (["--workload", "queue", "--txn", "--allow", "G2"], "--allow G2: not a transactional queue anomaly"),
     ],
 )
 def test_bad_options_exit_254(tmp_path: Path, args: list[str], message: str) -> None:

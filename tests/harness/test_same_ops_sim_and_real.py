@@ -31,20 +31,15 @@ def before_first_fault(ops: list[Op]) -> list[tuple[Any, ...]]:
     return out
 
 
-def the_test(workload: str, backend: str, db: str = "kraftwerk") -> TestSpec:
+def the_test(workload: str, backend: str, db: str = "kraftwerk", **options: Any) -> TestSpec:
     """The one test both runtimes run (only its backend, and the system under test, differ)."""
+    fixed = {"nemeses": (), "nodes": NODES, "concurrency": CONCURRENCY, "time_limit": SECONDS, "seed": SEED}
     return TestSpec(
         db=db,
         workload=workload,
         backend=backend,
-        nemeses=(),
-        nodes=NODES,
-        concurrency=CONCURRENCY,
-        time_limit=SECONDS,
-        seed=SEED,
         check_time_limit=60,
-        rate=RATE,
-        **QUEUE,
+        **{**fixed, "rate": RATE, **QUEUE, **options},
     )
 
 
@@ -60,9 +55,9 @@ def real(spec: TestSpec, run_dir: Path) -> list[tuple[Any, ...]]:
     return before_first_fault(history.ops)[: len(main)]
 
 
-def same_ops(backend: str, tmp_path: Path, workload: str = "register", db: str = "kraftwerk") -> None:
-    sim = simulated(the_test(workload, "sim"))
-    on_cluster = real(the_test(workload, backend, db), tmp_path)
+def same_ops(backend: str, tmp_path: Path, workload: str = "register", db: str = "kraftwerk", **options: Any) -> None:
+    sim = simulated(the_test(workload, "sim", **options))
+    on_cluster = real(the_test(workload, backend, db, **options), tmp_path)
     assert len(sim) >= 10 and len({p for *_, p in sim}) > 1  # enough operations, on more than one process
     n = min(len(sim), len(on_cluster))
     assert abs(len(sim) - len(on_cluster)) <= 1  # an op due right at the time limit may fall either side
@@ -75,6 +70,13 @@ def test_the_same_seed_gives_the_same_ops_in_the_simulator_and_on_local(tmp_path
 
 def test_the_same_seed_gives_the_same_queue_ops_in_the_simulator_and_on_local(tmp_path: Path) -> None:
     same_ops("local", tmp_path, "queue")
+
+
+def test_the_same_seed_gives_the_same_transactions_in_the_simulator_and_on_local(tmp_path: Path) -> None:
+    """--txn: the same transactions (micro-ops, keys, values) to the same processes on both runtimes."""
+    # a transaction takes several round trips (and backs off while the coordinator ends the last one):
+    # fewer ops a second keep every thread free when the next op is drawn, on both runtimes
+    same_ops("local", tmp_path, "queue", txn=True, rate=2.0, time_limit=8.0)
 
 
 @pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd-server is not installed (./run setup)")

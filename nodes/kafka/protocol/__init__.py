@@ -120,8 +120,56 @@ from .produce import (
     TopicProduceResponse,
 )
 from .schema import Message, ProtocolError, Struct, UnsupportedVersionError
+from .txn import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTopicResult,
+    EndTxnRequest,
+    EndTxnResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+    WritableTxnMarker,
+    WritableTxnMarkerPartitionResult,
+    WritableTxnMarkerResult,
+    WritableTxnMarkerTopic,
+    WritableTxnMarkerTopicResult,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
 
 __all__ = [
+    "AddOffsetsToTxnRequest",
+    "AddOffsetsToTxnResponse",
+    "AddPartitionsToTxnPartitionResult",
+    "AddPartitionsToTxnRequest",
+    "AddPartitionsToTxnResponse",
+    "AddPartitionsToTxnTopic",
+    "AddPartitionsToTxnTopicResult",
+    "EndTxnRequest",
+    "EndTxnResponse",
+    "TXN_REQUESTS",
+    "TXN_RESPONSES",
+    "TxnOffsetCommitRequest",
+    "TxnOffsetCommitRequestPartition",
+    "TxnOffsetCommitRequestTopic",
+    "TxnOffsetCommitResponse",
+    "TxnOffsetCommitResponsePartition",
+    "TxnOffsetCommitResponseTopic",
+    "WritableTxnMarker",
+    "WritableTxnMarkerPartitionResult",
+    "WritableTxnMarkerResult",
+    "WritableTxnMarkerTopic",
+    "WritableTxnMarkerTopicResult",
+    "WriteTxnMarkersRequest",
+    "WriteTxnMarkersResponse",
     "EpochEndOffsetResult",
     "OffsetForLeaderEpochRequest",
     "OffsetForLeaderEpochResponse",
@@ -263,6 +311,20 @@ GROUP_RESPONSES = (
     ListGroupsResponse,
     DescribeGroupsResponse,
 )
+TXN_REQUESTS = (
+    AddPartitionsToTxnRequest,
+    AddOffsetsToTxnRequest,
+    EndTxnRequest,
+    WriteTxnMarkersRequest,
+    TxnOffsetCommitRequest,
+)
+TXN_RESPONSES = (
+    AddPartitionsToTxnResponse,
+    AddOffsetsToTxnResponse,
+    EndTxnResponse,
+    WriteTxnMarkersResponse,
+    TxnOffsetCommitResponse,
+)
 REQUEST_TYPES: dict[int, type[Message]] = {
     cls.API_KEY: cls
     for cls in (
@@ -275,6 +337,7 @@ REQUEST_TYPES: dict[int, type[Message]] = {
         InitProducerIdRequest,
         OffsetForLeaderEpochRequest,
         *GROUP_REQUESTS,
+        *TXN_REQUESTS,
     )
 }
 RESPONSE_TYPES: dict[int, type[Message]] = {
@@ -289,6 +352,7 @@ RESPONSE_TYPES: dict[int, type[Message]] = {
         InitProducerIdResponse,
         OffsetForLeaderEpochResponse,
         *GROUP_RESPONSES,
+        *TXN_RESPONSES,
     )
 }
 

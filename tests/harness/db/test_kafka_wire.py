@@ -115,7 +115,7 @@ def test_each_queue_body_is_one_kafka_request_and_its_answer_decoded() -> None:
     assert produced.body == q.Produced(0, "none", 2)
     assert broker.logs == {1: [b"41", b"42", b"43"]}
     fetched = call(wire, q.Fetch("t0", 1, 2))
-    assert fetched == Reply(q.Fetched(0, "none", 3, ((1, b"42"), (2, b"43"))))  # the client drops offset 1
+    assert fetched == Reply(q.Fetched(0, "none", 3, ((1, b"42"), (2, b"43")), 3))  # the client drops offset 1
     out_of_range = call(wire, q.Fetch("t0", 1, 9))
     assert out_of_range == Reply(q.Fetched(1, "offset_out_of_range"))
     created = call(wire, workload_topic())

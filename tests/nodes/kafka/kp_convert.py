@@ -21,12 +21,14 @@ with warnings.catch_warnings():  # kafka-python loads its schemas with deprecate
     from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
     from kafka.protocol.metadata import find_coordinator as _kp_find
     from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
+    from kafka.protocol.producer import transaction as _kp_txn
 
 from nodes.kafka.protocol import Message
 from nodes.kafka.protocol import schema as S
 from nodes.runtime.primitives import NULL_UUID
 
 _GROUP_APIS = ("JoinGroup", "SyncGroup", "LeaveGroup", "Heartbeat", "OffsetFetch", "OffsetCommit")
+_TXN_APIS = ("AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit", "WriteTxnMarkers")
 
 KP_CLASSES: dict[tuple[int, bool], Any] = {
     (cls.API_KEY, cls.type == "request"): cls
@@ -52,6 +54,8 @@ KP_CLASSES: dict[tuple[int, bool], Any] = {
         _kp_find.FindCoordinatorResponse,
         *(getattr(_kp_group, f"{api}{kind}") for api in _GROUP_APIS for kind in ("Request", "Response")),
         *(getattr(_kp_admin, f"{api}Groups{kind}") for api in ("List", "Describe") for kind in ("Request", "Response")),
+        # the transaction APIs
+        *(getattr(_kp_txn, f"{api}{kind}") for api in _TXN_APIS for kind in ("Request", "Response")),
     )
 }
 

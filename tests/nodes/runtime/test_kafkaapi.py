@@ -7,6 +7,7 @@ import uuid
 from nodes.broker import messages as bm
 from nodes.broker.batch import Batch
 from nodes.broker.errors import BrokerError
+from nodes.broker.producer_state import producer_of
 from nodes.broker.topic_partition import TopicPartition
 from nodes.kafka import protocol as kp
 from nodes.kafka.errors import ErrorCode
@@ -64,18 +65,19 @@ def test_produce_validates_each_partition_and_keeps_request_order() -> None:
         assert decoded.responses[0].partition_responses[1].error_code == ErrorCode.CORRUPT_MESSAGE
 
 
-def test_produce_refuses_transactions_and_passes_producer_ids() -> None:
-    plan = ka.produce_plan(produce(transactional_id="tx", t=[(0, records(b"a"))]))
-    assert not plan.needs_core
-    assert plan.errors[("t", 0)][0] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+def test_produce_passes_producer_ids_and_transactional_batches() -> None:
     plan = ka.produce_plan(produce(t=[(0, records(b"a", producer_id=7, producer_epoch=0, base_sequence=0))]))
     assert plan.errors == {} and plan.needs_core  # the leader checks the sequence
-    plan = ka.produce_plan(
-        produce(t=[(0, records(b"a", producer_id=7, producer_epoch=0, base_sequence=0, transactional=True))])
-    )
-    assert plan.errors[("t", 0)][0] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    data = records(b"a", producer_id=7, producer_epoch=0, base_sequence=0, transactional=True)
+    plan = ka.produce_plan(produce(transactional_id="tx", t=[(0, data)]))
+    assert plan.errors == {} and plan.needs_core
+    info = producer_of(plan.request.partitions[0].batches[0])
+    assert info is not None and info.transactional and (info.producer_id, info.producer_epoch) == (7, 0)
     init = ka.init_producer_id_response(bm.InitProducerIdResponse(BrokerError.NONE, 1000, 0))
     assert (init.error_code, init.producer_id, init.producer_epoch) == (0, 1000, 0)
+    fenced = bm.InitProducerIdResponse(BrokerError.PRODUCER_FENCED)
+    assert ka.init_producer_id_response(fenced, 4).error_code == ErrorCode.PRODUCER_FENCED
+    assert ka.init_producer_id_response(fenced, 3).error_code == ErrorCode.INVALID_PRODUCER_EPOCH  # before KIP-588
 
 
 def test_offset_for_leader_epoch_maps_both_ways() -> None:

@@ -1,0 +1,233 @@
+"""The queue workload's --txn: Jepsen's transactions of sends and polls, its client's transaction
+protocol (sans-IO, with scripted answers), the read_committed view of fetched batches, and whole
+simulated runs judged by checkers.txn_queue."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from harness.simrun import simulate
+from harness.spec import SpecError, TestSpec
+from workloads import queue as q
+from workloads.protocol import Completion, Failure, Reply, Request
+
+NODES = ["n1", "n2", "n3"]
+OK = q.TxnAnswer(0, "none")
+
+
+def txn_workload(**kw: Any) -> q.QueueWorkload:
+    return q.QueueWorkload(NODES, 1, txn=True, **kw)
+
+
+def ready_client(w: q.QueueWorkload, thread: int = 0, process: int = 0) -> q.QueueClient:
+    """A client whose thread's producer already has id (7, 0) at coordinator n2, assigned t0-0 and t0-1."""
+    c = w.client(thread, process)
+    c.txn_rng.random = lambda: 0.99  # type: ignore[method-assign]  # neither abort nor crash
+    c.txp.coordinator, c.txp.id = "n2", (7, 0)
+    c.txp.group_coordinator = "n3"
+    c.leaders = {"t0-0": "n1", "t0-1": "n3", "t0-2": "n1"}
+    c.consumer.assign(["t0-0", "t0-1"])
+    return c
+
+
+def test_the_generator_draws_transactions_of_one_to_four_sends_and_polls_with_unique_values() -> None:
+    w = txn_workload()
+    values, lengths = [], set()
+    for _ in range(300):
+        op = w.ops.next(["t0-0"])
+        if op.f == "assign":
+            continue
+        assert op.f == "txn"
+        mops = op.as_op()["value"]
+        lengths.add(len(mops))
+        for m in mops:
+            assert m == ["poll"] or (m[0] == "send" and m[1] in w.all_keys())
+            values += [m[2]] if m[0] == "send" else []
+    assert lengths == {1, 2, 3, 4} and len(values) == len(set(values)) > 100
+    assert w.model == "txn-queue" and w.options()["txn"] is True
+    assert q.from_options(NODES, 1, w.options()).txn
+
+
+def test_txn_needs_acks_all_and_assign() -> None:
+    with pytest.raises(ValueError, match="txn needs"):
+        q.QueueWorkload(NODES, 1, txn=True, acks="1")
+    with pytest.raises(ValueError, match="txn needs"):
+        q.QueueWorkload(NODES, 1, txn=True, sub_via="subscribe")
+    with pytest.raises(SpecError, match="--txn needs --acks all"):
+        TestSpec(workload="queue", txn=True, acks="1")
+
+
+def test_a_fresh_producer_finds_its_coordinator_and_inits_with_its_transactional_id() -> None:
+    w = txn_workload()
+    c = w.client(3, 3)
+    c.txn_rng.random = lambda: 0.99  # type: ignore[method-assign]
+    c.consumer.assign(["t0-0"])
+    step = c.invoke({"f": "txn", "key": None, "value": [["poll"]]})
+    assert isinstance(step, Request) and step.body == q.FindCoordinator("kraftwerk-txn-3", 1)
+    step = c.receive(Reply(q.CoordinatorFound(0, "none", "n2")))
+    assert step == Request("n2", q.InitProducerId("kraftwerk-txn-3", q.TXN_TIMEOUT_MS), w.timeout_s)
+    # the coordinator is busy ending the predecessor's transaction: the same request again, after a backoff
+    step = c.receive(Reply(q.ProducerId(q.CONCURRENT_TRANSACTIONS, "concurrent_transactions")))
+    assert isinstance(step, Request) and step.body.transactional_id == "kraftwerk-txn-3"
+    assert step.backoff_s == q.BUSY_BACKOFF_S
+    step = c.receive(Reply(q.ProducerId(0, "none", 11, 4)))
+    assert c.txp.id == (11, 4)
+    assert isinstance(step, Request) and isinstance(step.body, q.Metadata)  # the poll looks for t0-0's leader
+
+
+def test_a_committed_transaction_adds_partitions_produces_polls_read_committed_and_commits_offsets() -> None:
+    w = txn_workload()
+    c = ready_client(w)
+    value = [["send", "t0-2", 5], ["poll"], ["send", "t0-2", 6]]
+    step = c.invoke({"f": "txn", "key": None, "value": value})
+    assert step == Request("n2", q.AddPartitionsToTxn("kraftwerk-txn-0", 7, 0, "t0", (2,)), w.timeout_s)
+    step = c.receive(Reply(OK))
+    assert step.body == q.Produce("t0", 2, b"5", -1, q.PRODUCE_TIMEOUT_MS, 7, 0, 0, True) and step.node == "n1"
+    step = c.receive(Reply(q.Produced(0, "none", 40)))
+    assert step.body == q.Fetch("t0", 0, 0, isolation_level=1) and step.node == "n1"
+    # offsets 0-1 committed, 2 aborted, 3 its marker: the position moves past them all
+    step = c.receive(Reply(q.Fetched(0, "none", 4, ((0, b"1"), (1, b"2")), 4)))
+    assert step.body == q.Fetch("t0", 1, 0, isolation_level=1) and step.node == "n3"
+    step = c.receive(Reply(q.Fetched(0, "none", 0)))
+    assert step.body.sequence == 1  # the same partition needs no second AddPartitionsToTxn
+    step = c.receive(Reply(q.Produced(0, "none", 41)))
+    assert step.body == q.AddOffsetsToTxn("kraftwerk-txn-0", 7, 0, q.TXN_GROUP)
+    step = c.receive(Reply(OK))
+    assert step.node == "n3" and step.body == q.TxnOffsetCommit(
+        "kraftwerk-txn-0", q.TXN_GROUP, 7, 0, "t0", ((0, 4), (1, 0))
+    )
+    step = c.receive(Reply(OK))
+    assert step == Request("n2", q.EndTxn("kraftwerk-txn-0", 7, 0, True), w.timeout_s)
+    done = c.receive(Reply(OK))
+    assert done == Completion(
+        "ok",
+        [["send", "t0-2", [40, 5]], ["poll", {"t0-0": [[0, 1], [1, 2]], "t0-1": []}], ["send", "t0-2", [41, 6]]],
+        None,
+        "n2",
+    )
+    assert w.acked_max == {"t0-2": 41} and c.consumer.positions == {"t0-0": 4, "t0-1": 0}
+
+
+def test_an_abort_by_choice_ends_the_transaction_aborted_fails_and_rewinds_the_positions() -> None:
+    w = txn_workload()
+    c = ready_client(w)
+    c.txn_rng.random = lambda: 0.0  # type: ignore[method-assign]
+    step = c.invoke({"f": "txn", "key": None, "value": [["poll"], ["send", "t0-0", 9]]})
+    step = c.receive(Reply(q.Fetched(0, "none", 2, ((0, b"1"), (1, b"2")), 2)))
+    step = c.receive(Reply(q.Fetched(0, "none", 0)))
+    step = c.receive(Reply(OK))  # AddPartitionsToTxn
+    step = c.receive(Reply(q.Produced(0, "none", 2)))
+    assert step == Request("n2", q.EndTxn("kraftwerk-txn-0", 7, 0, False), w.timeout_s)
+    done = c.receive(Reply(OK))
+    assert done.type == "fail" and done.value == [["poll"], ["send", "t0-0", 9]] and done.error == "abort"
+    assert c.consumer.positions == {"t0-0": 0, "t0-1": 0} and c.txp.id == (7, 0) and w.acked_max == {}
+
+
+def test_a_crash_leaves_a_zombie_write_that_the_successor_sends_with_the_fenced_epoch() -> None:
+    w = txn_workload()
+    c = ready_client(w)
+    c.txn_rng.random = lambda: q.TXN_ABORT_P + q.TXN_CRASH_P / 2  # type: ignore[method-assign]
+    step = c.invoke({"f": "txn", "key": None, "value": [["send", "t0-1", 3]]})
+    assert isinstance(step.body, q.AddPartitionsToTxn)
+    done = c.receive(Reply(OK))
+    assert done.type == "fail" and done.error == "crash" and c.txp.id is None
+    assert c.txp.zombie == (7, 0, "t0-1", 0, 3)
+    # the thread's next transaction re-inits (the epoch bump aborts the crashed one), then the zombie writes
+    c2 = w.client(0, 0)
+    c2.txn_rng.random = lambda: 0.99  # type: ignore[method-assign]
+    c2.leaders = {"t0-1": "n3"}
+    step = c2.invoke({"f": "txn", "key": None, "value": [["send", "t0-1", 4]]})
+    assert step.body == q.InitProducerId("kraftwerk-txn-0", q.TXN_TIMEOUT_MS)
+    step = c2.receive(Reply(q.ProducerId(0, "none", 7, 1)))
+    assert step.node == "n3" and step.body == q.Produce("t0", 1, b"3", -1, q.PRODUCE_TIMEOUT_MS, 7, 0, 0, True)
+    step = c2.receive(Reply(q.Produced(90, "producer_fenced")))
+    assert step.body == q.AddPartitionsToTxn("kraftwerk-txn-0", 7, 1, "t0", (1,)) and c2.txp.zombie is None
+
+
+def test_a_write_in_doubt_is_not_aborted_by_endtxn_but_by_the_next_reinit() -> None:
+    w = txn_workload()
+    c = ready_client(w)
+    c.invoke({"f": "txn", "key": None, "value": [["send", "t0-0", 1]]})
+    c.receive(Reply(OK))
+    done = c.receive(Failure("timeout", sent=True))
+    assert done.type == "fail" and c.txp.id is None  # re-init bumps the epoch: the late write is fenced
+
+
+@pytest.mark.parametrize(
+    ("answers", "outcome"),
+    [
+        ([Reply(q.TxnAnswer(90, "producer_fenced"))], "fail"),
+        ([Failure("timeout", sent=True), Reply(q.CoordinatorFound(0, "none", "n1")), Reply(OK)], "ok"),
+        (
+            [Failure("timeout", sent=True), Reply(q.CoordinatorFound(0, "none", "n1")), Reply(q.TxnAnswer(48, "x"))],
+            "info",
+        ),
+        ([Reply(q.TxnAnswer(16, "not_coordinator"))] + [Reply(q.CoordinatorFound(15, "x"))] * 2, "fail"),
+        ([Failure("timeout", sent=True)] + [Reply(q.CoordinatorFound(15, "x"))] * 2, "info"),
+    ],
+)
+def test_endtxn_commit_outcomes(answers: list[Any], outcome: str) -> None:
+    w = txn_workload()
+    c = ready_client(w)
+    c.invoke({"f": "txn", "key": None, "value": [["send", "t0-0", 1]]})
+    c.receive(Reply(OK))
+    step = c.receive(Reply(q.Produced(0, "none", 0)))
+    assert step.body == q.EndTxn("kraftwerk-txn-0", 7, 0, True)
+    for answer in answers:
+        step = c.receive(answer)
+    assert isinstance(step, Completion) and step.type == outcome
+    assert (c.txp.id is None) == (outcome != "ok")
+
+
+def test_visible_records_leave_out_control_batches_and_aborted_transactions() -> None:
+    batches = [
+        (0, -1, False, False, [(0, b"a")]),
+        (1, 5, True, False, [(1, b"aborted")]),
+        (2, 6, True, False, [(2, b"committed")]),
+        (3, 5, True, True, ()),  # 5's abort marker
+        (4, 6, True, True, ()),  # 6's commit marker
+        (5, 5, True, False, [(5, b"later")]),  # 5's next transaction, committed
+    ]
+    records, end = q.visible_records(batches, [(5, 1)])
+    assert records == ((0, b"a"), (2, b"committed"), (5, b"later")) and end == 6
+    everything, _ = q.visible_records(batches, None)
+    assert (1, b"aborted") in everything and len(everything) == 4
+
+
+def test_the_final_drain_polls_read_committed_without_a_transaction() -> None:
+    w = txn_workload()
+    c = ready_client(w)
+    w.draining = True
+    step = c.invoke({"f": "txn", "key": None, "value": [["poll"]]})
+    assert step.body == q.Fetch("t0", 0, 0, isolation_level=1)
+    c.receive(Reply(q.Fetched(0, "none", 1, ((0, b"1"),), 1)))
+    done = c.receive(Reply(q.Fetched(0, "none", 0)))
+    assert done.type == "ok" and done.value == [["poll", {"t0-0": [[0, 1]], "t0-1": []}]]
+
+
+def sim_spec(seed: int, **kw: Any) -> TestSpec:
+    base = {"nodes": 3, "concurrency": 6, "time_limit": 8.0, "nemeses": ()}
+    return TestSpec(workload="queue", txn=True, seed=seed, **{**base, **kw})
+
+
+def test_a_clean_simulated_txn_run_is_valid_and_commits_aborts_and_crashes() -> None:
+    checked = simulate(sim_spec(2))
+    assert checked.results["valid"] is True, checked.results
+    stats = checked.results["queue"]["stats"]
+    assert stats["txns"]["ok"] > 50 and stats["values-read"] == stats["committed-sends"]
+    errors = {op.error for op in checked.sim.recorder.ops if op.type == "fail"}
+    assert {"abort", "crash"} <= errors
+    txns = [op for op in checked.sim.recorder.ops if op.f == "txn" and op.type == "ok"]
+    assert any(any(m[0] == "send" for m in op.value) and any(m[0] == "poll" and m[1] for m in op.value) for op in txns)
+
+
+@pytest.mark.parametrize(
+    ("bug", "anomaly"),
+    [("lso-ignores-open", "G1a"), ("no-epoch-fence", "G1a")],
+)
+def test_a_transaction_bug_is_caught_in_a_short_simulated_run(bug: str, anomaly: str) -> None:
+    checked = simulate(sim_spec(1, time_limit=12.0, bugs=(bug,)))
+    assert checked.results["valid"] is False
+    assert anomaly in checked.results["queue"]["bad-anomaly-types"], checked.results["queue"]["anomaly-types"]
