@@ -18,9 +18,8 @@ import json
 import time
 from collections import Counter
 
-from harness.checks import check_run
 from harness.nemesis.schedule import ALL, parse_nemeses
-from harness.sim.cluster import Simulation
+from harness.simrun import simulate
 from harness.spec import TestSpec
 
 ERRORS = ("offset_out_of_range", "fenced_leader_epoch", "unknown_leader_epoch", "stale-metadata")
@@ -31,12 +30,9 @@ def run(seed: int, sub_via: str, time_limit: float, bugs: tuple[str, ...], nemes
     spec = TestSpec(
         seed=seed, time_limit=time_limit, workload="queue", nodes=5, sub_via=sub_via, bugs=bugs, nemeses=nemeses
     )
-    sim = Simulation(spec)
-    result = sim.run()
+    checked = simulate(spec, check_time_limit=60)
+    verdict, result = checked.results, checked.sim
     history = result.recorder.history()
-    verdict = check_run(
-        history, result.events, result.logs, result.invariants, "queue", 60, partition_logs=sim.partition_dumps
-    )
     errors = Counter(op.error for op in history if op.type != "invoke" and op.error in ERRORS)
     return {
         "seed": seed,

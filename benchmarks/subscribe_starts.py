@@ -16,25 +16,14 @@ import argparse
 import json
 import time
 
-from harness.checks import check_run
-from harness.sim.cluster import Simulation
+from harness.simrun import simulate
 from harness.spec import TestSpec
 
 
 def run(seed: int, time_limit: float, bugs: tuple[str, ...]) -> dict:
     started = time.monotonic()
     spec = TestSpec(seed=seed, time_limit=time_limit, workload="queue", nodes=5, sub_via="subscribe", bugs=bugs)
-    sim = Simulation(spec)
-    result = sim.run()
-    verdict = check_run(
-        result.recorder.history(),
-        result.events,
-        result.logs,
-        result.invariants,
-        "queue",
-        60,
-        partition_logs=sim.partition_dumps,
-    )
+    verdict = simulate(spec, check_time_limit=60).results
     q = verdict["queue"]
     below = q.get("start-before-commit", {})
     return {

@@ -6,24 +6,15 @@ from typing import Any
 
 import pytest
 
-from harness.checks import check_run
 from harness.sim.cluster import Simulation
+from harness.simrun import simulate
 from harness.spec import TestSpec
 
 
 def run(seed: int, time_limit: float = 20.0, **kw: Any) -> dict[str, Any]:
-    sim = Simulation(TestSpec(seed=seed, time_limit=time_limit, workload="queue", **kw))
-    result = sim.run()
-    verdict = check_run(
-        result.recorder.history(),
-        result.events,
-        result.logs,
-        result.invariants,
-        "queue",
-        60,
-        partition_logs=sim.partition_dumps,
-    )
-    verdict["sim"] = result.stats
+    checked = simulate(TestSpec(seed=seed, time_limit=time_limit, workload="queue", **kw), check_time_limit=60)
+    verdict = checked.results
+    verdict["sim"] = checked.sim.stats
     return verdict
 
 

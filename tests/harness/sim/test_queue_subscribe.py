@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from harness.checks import check_run
 from harness.sim.cluster import Simulation
+from harness.simrun import simulate
 from harness.spec import SpecError, TestSpec
 from workloads.queue import range_assignment
 
@@ -23,14 +23,10 @@ ROOT = Path(__file__).resolve().parents[3]
 def run(seed: int, time_limit: float = 20.0, **kw: Any) -> dict[str, Any]:
     kw = {k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()}
     spec = TestSpec(seed=seed, time_limit=time_limit, workload="queue", nodes=5, sub_via="subscribe", **kw)
-    sim = Simulation(spec)
-    result = sim.run()
-    history = result.recorder.history()
-    verdict = check_run(
-        history, result.events, result.logs, result.invariants, "queue", 60, partition_logs=sim.partition_dumps
-    )
-    verdict["sim"] = result.stats
-    verdict["ops"] = [op for op in history.operations()]
+    checked = simulate(spec, check_time_limit=60)
+    verdict = checked.results
+    verdict["sim"] = checked.sim.stats
+    verdict["ops"] = list(checked.sim.recorder.history().operations())
     return verdict
 
 
