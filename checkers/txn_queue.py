@@ -36,11 +36,21 @@ Anomalies (Jepsen's names; each is bad unless in the allowed set):
   non-trivial ones are searched, with networkx shortest paths. Each SCC reports its first cycle
   class in the order G0 (ww only), G1c (ww+wr, at least one wr), G0-process, G1c-process,
   G0-realtime, G1c-realtime, with the shortest cycle found (a cycle through each qualifying edge,
-  up to ``MAX_SEARCH`` edges per SCC) and its operations.
+  up to ``MAX_SEARCH`` edges per SCC) and its operations. Each G1c class is first searched without
+  ww edges; if the SCC's first class needed a ww edge, the later G1c classes are still searched
+  without ww edges, so a cycle that exists without any ww edge is always reported. A G1c-class
+  example carries ``"ww": false`` when its cycle has no ww edge, and the anomaly a count
+  ``"without-ww"`` of such cycles.
 
-Allowed-set policy (as Jepsen's): int-send-skip, G0, G0-process and G0-realtime are always
-allowed; with ``subscribe=True`` also poll-skip and nonmonotonic-poll; with ``ww_deps=True`` also
-G1c and its variants; ``allow`` adds more. Result as checkers/queue.py's:
+Allowed-set policy (as Jepsen's, JEPSEN.md section 3): int-send-skip, G0, G0-process and
+G0-realtime are always allowed; with ``subscribe=True`` also poll-skip and nonmonotonic-poll; with
+``ww_deps=True`` also G1c and its variants, but only when they need a ww edge: ww edges are
+inferred from log offsets, and Kafka transactions do not isolate writes, while "a G1c built only
+from wr edges is a real bug, for example Bufstream's 'early read'" (Jepsen's note). So a G1c,
+G1c-process or G1c-realtime cycle made of wr edges only (plus process / realtime edges for the
+variants) is bad even with ``ww_deps``; it is reported under Jepsen's name, which then appears in
+``bad-anomaly-types``. ``allow`` adds more (naming G1c* there allows even a wr-only cycle).
+Result as checkers/queue.py's:
 ``{"valid", "anomaly-types", "bad-anomaly-types", "anomalies", "stats"}``; valid is "unknown"
 when no poll succeeded.
 """
@@ -163,6 +173,7 @@ class _Checker:
         self.pairs = 0
         self.history_len = 0
         self.fast = True
+        self.no_ww: dict[str, int] = {}  # G1c-class cycles found without any ww edge
 
     def error(self, message: str, line: int) -> InputError:
         return InputError(message, file=self.source, line=line)
@@ -345,7 +356,10 @@ class _Checker:
 
     # -- after the pass ---------------------------------------------------------------------------
 
-    def finish(self, allowed: frozenset[str], history_ops: int) -> dict[str, Any]:
+    def finish(
+        self, allowed: frozenset[str], history_ops: int, excused: frozenset[str] = frozenset()
+    ) -> dict[str, Any]:
+        """`excused`: G1c-class names allowed even when their cycle has no ww edge."""
         found = self.found
         at, sends, readers = self.at, self.sends, self.readers
         known = {k: sorted(by) for k, by in at.items()}
@@ -402,8 +416,10 @@ class _Checker:
         self.cycles(committed, known)
 
         names = sorted(n for n, c in found.counts.items() if c)
-        bad = [n for n in names if n not in allowed]
+        bad = [n for n in names if n not in allowed or (n in self.no_ww and n not in excused)]
         anomalies = {n: {"count": found.counts[n], "examples": self.describe(found.examples.get(n, []))} for n in names}
+        for n, c in self.no_ww.items():
+            anomalies[n]["without-ww"] = c
         if "unseen" in anomalies:
             anomalies["unseen"]["by-key"] = dict(sorted(unseen_by_key.items()))
         valid: bool | str = False if bad else ("unknown" if self.ok_polls == 0 else True)
@@ -512,10 +528,17 @@ class _Checker:
             self.explain(comp, adj)
 
     def explain(self, comp: list[int], adj: list[dict[int, int]]) -> None:
+        """Report the SCC's first cycle class, and a cycle without ww edges if one exists.
+
+        Each G1c class is searched without ww edges first; if the first class found needed a ww
+        edge (or is a G0 class), the later G1c classes are still searched without ww edges, since
+        such a cycle is not excused by ``ww_deps``.
+        """
         import networkx as nx
 
         members = set(comp)
-        for name, mask, need in _SPECS:
+
+        def search(mask: int, need: int) -> list[int] | None:
             g = nx.DiGraph()
             req: list[tuple[int, int]] = []
             for a in comp:
@@ -533,16 +556,40 @@ class _Checker:
                     continue
                 if best is None or len(path) < len(best):
                     best = [a, *path[:-1]]
-            if best is None:
-                continue
+            return best
+
+        def report(name: str, mask: int, best: list[int]) -> None:
             steps = []
             for i, a in enumerate(best):
                 b = best[(i + 1) % len(best)]
                 t = adj[a][b] & mask
                 kinds = [_EDGE_NAMES[x] for x in (WW, WR, PROCESS, REALTIME) if t & x]
                 steps.append({"op": _Ref(a), "edge": kinds})
-            self.found.add(name, {"scc-size": len(comp), "cycle": steps})
-            return
+            entry: dict[str, Any] = {"scc-size": len(comp), "cycle": steps}
+            if mask & WR:
+                entry["ww"] = bool(mask & WW)
+                if not mask & WW:
+                    self.no_ww[name] = self.no_ww.get(name, 0) + 1
+            self.found.add(name, entry)
+
+        tried: set[str] = set()
+        for name, mask, need in _SPECS:
+            if mask & WR:
+                tried.add(name)
+                best = search(mask & ~WW, need)
+                if best is not None:
+                    report(name, mask & ~WW, best)
+                    return
+            best = search(mask, need)
+            if best is not None:
+                report(name, mask, best)
+                break
+        for name, mask, need in _SPECS:
+            if mask & WR and name not in tried:
+                best = search(mask & ~WW, need)
+                if best is not None:
+                    report(name, mask & ~WW, best)
+                    return
 
 
 def _sccs(adj: list[dict[int, int]]) -> list[list[int]]:
@@ -624,7 +671,7 @@ def check_txn_queue(
     checker.fast = fast_path
     for op in history.operations():
         checker.feed(op)
-    return checker.finish(frozenset(allowed), len(history))
+    return checker.finish(frozenset(allowed), len(history), extra)
 
 
 def synthetic_history(n_entries: int, seed: int = 0, processes: int = 10, fail_p: float = 0.05) -> History:

@@ -185,7 +185,52 @@ def test_g1c_is_bad_unless_ww_deps() -> None:
     cycle = _cycle(r, "G1c")
     assert len(cycle) == 2 and all(s["edge"] == ["wr"] for s in cycle)
     assert r["bad-anomaly-types"] == ["G1c"]
-    assert h.check(ww_deps=True)["valid"] is True
+    assert r["anomalies"]["G1c"]["examples"][0]["ww"] is False
+
+
+def test_wr_only_g1c_is_bad_even_with_ww_deps() -> None:
+    # two transactions each reading the other's write: no ww edge, so ww_deps does not excuse it
+    h = T().inv(0, ["send", "x", 1], ["poll"]).inv(1, ["send", "y", 2], ["poll"])
+    h.ok(0, S("x", 0, 1), P({"y": [[0, 2]]})).ok(1, S("y", 0, 2), P({"x": [[0, 1]]}))
+    r = h.check(ww_deps=True)
+    assert r["valid"] is False and r["bad-anomaly-types"] == ["G1c"]
+    assert r["anomalies"]["G1c"]["without-ww"] == 1
+    assert r["anomalies"]["G1c"]["examples"][0]["ww"] is False
+    assert h.check(ww_deps=True, allow=["G1c"])["valid"] is True
+
+
+def test_g1c_needing_a_ww_edge_is_allowed_with_ww_deps() -> None:
+    # T0 ->ww T1 on x, T1 ->wr T0 on y: the cycle needs the ww edge
+    h = T().inv(0, ["send", "x", 1], ["poll"]).inv(1, ["send", "x", 2], ["send", "y", 3])
+    h.ok(0, S("x", 0, 1), P({"y": [[0, 3]]})).ok(1, S("x", 1, 2), S("y", 0, 3))
+    h = _final(h, {"x": [[0, 1], [1, 2]], "y": [[0, 3]]})
+    r = h.check()
+    cycle = _cycle(r, "G1c")
+    assert sorted(e for s in cycle for e in s["edge"]) == ["wr", "ww"]
+    assert r["anomalies"]["G1c"]["examples"][0]["ww"] is True and "without-ww" not in r["anomalies"]["G1c"]
+    assert r["bad-anomaly-types"] == ["G1c"]
+    r = h.check(ww_deps=True)
+    assert r["valid"] is True and r["bad-anomaly-types"] == [] and types(r) == ["G1c"]
+
+
+def _early_read(same_process: bool) -> T:
+    """C sends y and polls x; A (concurrent with C) reads C's y, then B sends the x C reads:
+    C ->wr A ->(process or realtime) B ->wr C, with no ww edge."""
+    h = T().inv(2, ["send", "y", 40], ["poll"])
+    h.txn(0, P({"y": [[0, 40]]}))
+    h.txn(0 if same_process else 1, S("x", 0, 20))
+    h.ok(2, S("y", 0, 40), P({"x": [[0, 20]]}))
+    return _final(h, {"x": [[0, 20]], "y": [[0, 40]]})
+
+
+@pytest.mark.parametrize("same_process", [True, False])
+def test_wr_only_g1c_process_and_realtime_are_bad_even_with_ww_deps(same_process: bool) -> None:
+    name = "G1c-process" if same_process else "G1c-realtime"
+    r = _early_read(same_process).check(ww_deps=True)
+    cycle = _cycle(r, name)
+    assert sorted(e for s in cycle for e in s["edge"]) == sorted(["wr", "wr", name.split("-")[1]])
+    assert r["valid"] is False and r["bad-anomaly-types"] == [name]
+    assert r["anomalies"][name]["examples"][0]["ww"] is False
 
 
 def _three(second: list, c_mops: list, c_done: list, same_process: bool, x: list | None = None) -> T:
@@ -212,6 +257,8 @@ def test_g1c_process() -> None:
     cycle = _cycle(r, "G1c-process")
     assert sorted(e for s in cycle for e in s["edge"]) == ["process", "wr", "ww"]
     assert r["bad-anomaly-types"] == ["G1c-process"]
+    assert r["anomalies"]["G1c-process"]["examples"][0]["ww"] is True
+    assert h.check(ww_deps=True)["valid"] is True  # the cycle needs its ww edge
 
 
 def test_g0_realtime() -> None:
@@ -228,6 +275,8 @@ def test_g1c_realtime() -> None:
     cycle = _cycle(r, "G1c-realtime")
     assert sorted(e for s in cycle for e in s["edge"]) == ["realtime", "wr", "ww"]
     assert r["bad-anomaly-types"] == ["G1c-realtime"]
+    assert r["anomalies"]["G1c-realtime"]["examples"][0]["ww"] is True
+    assert h.check(ww_deps=True)["valid"] is True  # the cycle needs its ww edge
 
 
 def test_bad_input() -> None:
@@ -290,11 +339,12 @@ def small_histories(draw: st.DrawFn) -> tuple[T, list]:
     return h, [(spans[i], procs[i], writes[i], reads[i]) for i in range(n)], offset
 
 
-def _oracle(ops: list, offset: dict) -> tuple[bool, bool]:
-    """(some cycle over all dependencies, some cycle of ww edges only), from every pair."""
+def _oracle(ops: list, offset: dict) -> tuple[bool, bool, bool]:
+    """(some cycle over all dependencies, some cycle of ww edges only, some cycle without ww
+    edges), from every pair."""
     writer = {val: i for i, (_, _, ws, _) in enumerate(ops) for _, val in ws}
     key_of = {val: k for _, _, ws, _ in ops for k, val in ws}
-    full, ww = nx.DiGraph(), nx.DiGraph()
+    full, ww, no_ww = nx.DiGraph(), nx.DiGraph(), nx.DiGraph()
     for a in writer:
         for b in writer:
             if key_of[a] == key_of[b] and offset[a] < offset[b] and writer[a] != writer[b]:
@@ -305,11 +355,13 @@ def _oracle(ops: list, offset: dict) -> tuple[bool, bool]:
             for _, val in pairs:
                 if writer[val] != i:
                     full.add_edge(writer[val], i)
+                    no_ww.add_edge(writer[val], i)
         for j, (span2, *_) in enumerate(ops):
             if span[1] < span2[0]:
                 full.add_edge(i, j)
+                no_ww.add_edge(i, j)
     has = lambda g: g.number_of_nodes() > 0 and not nx.is_directed_acyclic_graph(g)  # noqa: E731
-    return has(full), has(ww)
+    return has(full), has(ww), has(no_ww)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -317,10 +369,13 @@ def _oracle(ops: list, offset: dict) -> tuple[bool, bool]:
 def test_cycles_match_brute_force(case: tuple) -> None:
     h, ops, offset = case
     r = h.check()
-    any_cycle, ww_cycle = _oracle(ops, offset)
+    any_cycle, ww_cycle, no_ww_cycle = _oracle(ops, offset)
     found = [n for n in types(r) if n.startswith("G0") or n.startswith("G1c")]
     assert bool(found) == any_cycle, (found, r["anomalies"])
     assert ("G0" in found) == ww_cycle
+    # with ww_deps, a G1c-class cycle is bad iff some cycle exists without any ww edge
+    bad = [n for n in h.check(ww_deps=True)["bad-anomaly-types"] if n.startswith("G1c")]
+    assert bool(bad) == no_ww_cycle, (bad, r["anomalies"])
 
 
 def test_cli_checks_transactional_histories(tmp_path: Any) -> None:
@@ -343,7 +398,13 @@ def test_cli_checks_transactional_histories(tmp_path: Any) -> None:
         out = run("--model", model)
         assert out.returncode == 1, out.stderr
         assert json.loads(out.stdout)["bad-anomaly-types"] == ["G1c"]
-    assert run("--ww-deps").returncode == 0
+    assert run("--ww-deps").returncode == 1  # wr edges only: not excused by --ww-deps
+    assert run("--ww-deps", "--allow", "G1c").returncode == 0
+    h = T().inv(0, ["send", "x", 1], ["poll"]).inv(1, ["send", "x", 2], ["send", "y", 3])
+    h.ok(0, S("x", 0, 1), P({"y": [[0, 3]]})).ok(1, S("x", 1, 2), S("y", 0, 3))
+    write_jsonl(from_dicts(_final(h, {"x": [[0, 1], [1, 2]], "y": [[0, 3]]}).ops, "t"), path)
+    assert run().returncode == 1
+    assert run("--ww-deps").returncode == 0  # the cycle needs a ww edge
 
 
 def test_full_graph_search_agrees_on_valid_histories() -> None:
