@@ -120,6 +120,11 @@ class TxnMetadata:
     markers: set[TopicPartition] = field(default_factory=set)
     inflight: set[TopicPartition] = field(default_factory=set)
     retry_at: int | None = None  # when to send the markers (or the completion) again
+    abort_at: int = -1  # a timed-out transaction's abort failed: not tried again before this
+
+    def timeout_at(self) -> int:
+        """When the coordinator next tries to abort this open transaction for its timeout."""
+        return max(self.start_ns + self.timeout_ms * MS, self.abort_at)
 
     @property
     def state_name(self) -> str:
@@ -524,9 +529,10 @@ class TxnCoordinator(InternalTopicCoordinator):
                 self._send_markers(meta)
             elif (
                 meta.state == ONGOING
-                and now >= meta.start_ns + meta.timeout_ms * MS
+                and now >= meta.timeout_at()
                 and self._status(meta.transactional_id) is BrokerError.NONE
             ):
+                meta.abort_at = now + _RETRY_NS  # if the abort's write fails at once, time must still move
                 self._end(meta, commit=False, bump=True)
 
     def _resume(self, index: int) -> None:
@@ -584,7 +590,7 @@ class TxnCoordinator(InternalTopicCoordinator):
             if meta.retry_at is not None and meta.state in _PREPARED:
                 times.append(meta.retry_at)
             elif meta.state == ONGOING and self._status(meta.transactional_id) is BrokerError.NONE:
-                times.append(meta.start_ns + meta.timeout_ms * MS)  # (while loading, every step polls)
+                times.append(meta.timeout_at())  # (while loading, every step polls)
         create = self._create_deadline()
         if create is not None:
             times.append(create)

@@ -231,3 +231,20 @@ def test_a_transaction_bug_is_caught_in_a_short_simulated_run(bug: str, anomaly:
     checked = simulate(sim_spec(1, time_limit=12.0, bugs=(bug,)))
     assert checked.results["valid"] is False
     assert anomaly in checked.results["queue"]["bad-anomaly-types"], checked.results["queue"]["anomaly-types"]
+
+
+def test_a_timed_out_transaction_whose_abort_fails_does_not_stop_simulated_time() -> None:
+    """lso-ignores-open seed 11 once stopped the simulator at 32.446 s: the coordinator's timeout abort
+    failed at once (the state partition could not take the write) and its deadline stayed in the past,
+    so the core was polled at one instant forever. The failed abort is now tried again 100 ms later."""
+    import subprocess
+    import sys
+
+    code = (
+        "from harness.simrun import simulate; from harness.spec import TestSpec; "
+        "c = simulate(TestSpec(seed=11, time_limit=30, workload='queue', txn=True, nodes=5, "
+        "nemeses=('partition', 'kill'), bugs=('lso-ignores-open',))); print(c.valid)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().splitlines()[-1] == "False"  # and the bug is caught
