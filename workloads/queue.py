@@ -1673,6 +1673,11 @@ class QueueWorkload:
     def all_keys(self) -> list[str]:
         return keys(self.partitions)
 
+    def place(self, assignment: Mapping[int, Sequence[str]] | None) -> None:
+        """Create the topic with this replica placement (partition -> replica nodes, leader first) instead of
+        the controller's; checked as the constructor's `assignment`."""
+        self.assignment = validate_assignment(assignment, self.nodes, self.partitions, self.replication_factor)
+
     def create_topic(self) -> CreateTopic:
         configs = (
             ("min.insync.replicas", str(self.min_isr)),
