@@ -115,6 +115,8 @@ class Plan:
     shift_ns: int = 0  # subtracted from the stored times (the simulator's own time to a ready cluster)
     leader: str | None = None  # the stored run's leader when its main phase began
     partition_leaders: dict[str, str] = field(default_factory=dict)  # queue: each partition's first leader
+    # queue runs simulated since schedule.json stores it: each partition's replicas, preferred leader first
+    assignment: dict[str, list[str]] = field(default_factory=dict)
     failing_key: str | None = None  # the key (register or partition) the stored run's checkers blamed first
     stored_anomalies: list[str] = field(default_factory=list)
     test: dict[str, Any] = field(default_factory=dict)
@@ -304,6 +306,7 @@ def load_plan(run_dir: str | Path) -> Plan:
         shift_ns=shift,
         leader=leader,
         partition_leaders=first_partition_leaders(_read_events(d / "events.jsonl")) if queue else {},
+        assignment=stored_assignment(doc, names, d) if queue and source_backend == "sim" else {},
         failing_key=failing_key(results),
         stored_anomalies=list(stored),
         test=test,
@@ -378,6 +381,34 @@ def first_partition_leaders(events: Sequence[Mapping[str, Any]]) -> dict[str, st
         if part not in first or epoch < first[part][0]:
             first[part] = (epoch, str(e["leader"]))
     return {part: leader for part, (_, leader) in sorted(first.items())}
+
+
+def stored_assignment(doc: Mapping[str, Any], names: Sequence[str], d: Path) -> dict[str, list[str]]:
+    """schedule.json's "assignment" (partition -> replica nodes, leader first); {} for runs stored before it."""
+    raw = doc.get("assignment") or {}
+    if not isinstance(raw, dict):
+        raise InputError("schedule.json: assignment is not an object", str(d))
+    out: dict[str, list[str]] = {}
+    for part, replicas in raw.items():
+        if not isinstance(replicas, list) or not replicas or any(r not in names for r in replicas):
+            raise InputError(f"schedule.json: assignment of {part}: {replicas!r} is not a list of nodes", str(d))
+        out[str(part)] = [str(r) for r in replicas]
+    return out
+
+
+def controller_renaming(plan: Plan, leader: str | None) -> dict[str, str]:
+    """For a stored run with an assignment: the renaming that makes the fresh cluster's controller (quorum
+    leader) play the stored controller's part, swapping the two and moving nothing else. The topic is then
+    created with the stored assignment renamed through it (:func:`renamed_assignment`), so every replica
+    stands where it stood relative to the controller, whatever the fresh cluster's election chose."""
+    if plan.leader is None or leader is None or plan.leader == leader:
+        return {}
+    return {plan.leader: leader, leader: plan.leader}
+
+
+def renamed_assignment(plan: Plan, mapping: Mapping[str, str]) -> dict[int, list[str]]:
+    """The stored assignment with nodes renamed, by partition index (t0-2 -> 2), for the workload's topic."""
+    return {int(part.rsplit("-", 1)[1]): [mapping.get(n, n) for n in rs] for part, rs in plan.assignment.items()}
 
 
 def renaming(plan: Plan, leader: str | None, partition_leaders: Mapping[str, str] | None = None) -> dict[str, str]:

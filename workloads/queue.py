@@ -133,6 +133,25 @@ TXN_DEFINITE = frozenset({47, 48, 90})  # INVALID_PRODUCER_EPOCH, INVALID_TXN_ST
 TXN_RETRY = COORDINATOR_ERRORS | {CONCURRENT_TRANSACTIONS, 7}  # EndTxn again (7: REQUEST_TIMED_OUT)
 
 
+def validate_assignment(
+    assignment: Mapping[int, Sequence[str]] | None, nodes: Sequence[str], partitions: int, rf: int
+) -> dict[int, tuple[str, ...]]:
+    """An explicit replica placement for the topic (partition -> replica nodes, leader first), checked
+    against the topic's partition count and replication factor; ValueError naming what is wrong."""
+    if not assignment:
+        return {}
+    out = {int(p): tuple(str(n) for n in r) for p, r in assignment.items()}
+    if sorted(out) != list(range(partitions)):
+        raise ValueError(f"assignment must list partitions 0..{partitions - 1} once each, got {sorted(out)}")
+    for p, r in sorted(out.items()):
+        if len(r) != rf or len(set(r)) != len(r):
+            raise ValueError(f"assignment of partition {p}: {list(r)} is not {rf} distinct replicas")
+        unknown = [n for n in r if n not in nodes]
+        if unknown:
+            raise ValueError(f"assignment of partition {p}: {', '.join(unknown)} not among the nodes")
+    return out
+
+
 def range_assignment(members: Sequence[str], all_keys: Sequence[str]) -> dict[str, list[str]]:
     """The group leader's assignment: Kafka's range assignor over the members in id order."""
     ordered = sorted(members)
@@ -306,6 +325,16 @@ class CreateTopic:
     replication_factor: int
     configs: tuple[tuple[str, str], ...] = ()
     timeout_ms: int = CREATE_TIMEOUT_MS
+    # explicit replica placement, (partition, replica nodes, preferred leader first), as Kafka's
+    # CreateTopics replica_assignment: when given, partitions and replication_factor are sent as -1
+    assignments: tuple[tuple[int, tuple[str, ...]], ...] = ()
+
+
+def broker_id(node: str) -> int:
+    """A node's broker id (node `nK` is broker K)."""
+    if not node.startswith("n") or not node[1:].isdigit():
+        raise ValueError(f"not a node name: {node!r}")
+    return int(node[1:])
 
 
 @dataclass(frozen=True)
@@ -1585,6 +1614,7 @@ class QueueWorkload:
         idempotent: bool = True,
         sub_via: str = "assign",
         txn: bool = False,
+        assignment: Mapping[int, Sequence[str]] | None = None,
     ) -> None:
         if not nodes:
             raise ValueError("the queue workload needs at least one node")
@@ -1605,6 +1635,7 @@ class QueueWorkload:
         self.replication_factor = replication_factor
         self.min_isr = min_isr
         self.unclean = unclean
+        self.assignment = validate_assignment(assignment, nodes, partitions, replication_factor)
         self.idempotent = idempotent and self.acks == -1  # as Kafka clients: only with acks=all
         self.ops = QueueGenerator(random.Random(f"workload-{seed}"), partitions, sub_via=sub_via, txn=txn)
         self.consumers: dict[int, Consumer] = {}
@@ -1642,12 +1673,18 @@ class QueueWorkload:
     def all_keys(self) -> list[str]:
         return keys(self.partitions)
 
+    def place(self, assignment: Mapping[int, Sequence[str]] | None) -> None:
+        """Create the topic with this replica placement (partition -> replica nodes, leader first) instead of
+        the controller's; checked as the constructor's `assignment`."""
+        self.assignment = validate_assignment(assignment, self.nodes, self.partitions, self.replication_factor)
+
     def create_topic(self) -> CreateTopic:
         configs = (
             ("min.insync.replicas", str(self.min_isr)),
             ("unclean.leader.election.enable", "true" if self.unclean else "false"),
         )
-        return CreateTopic(TOPIC, self.partitions, self.replication_factor, configs)
+        assignments = tuple((p, tuple(r)) for p, r in sorted(self.assignment.items()))
+        return CreateTopic(TOPIC, self.partitions, self.replication_factor, configs, assignments=assignments)
 
     # ------------------------------------------------------------------ phases
     def _next(self, ctx: gen.Context) -> Op | None:

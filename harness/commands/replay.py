@@ -26,7 +26,17 @@ from checkers.errors import InputError
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, exit_code
 from harness.argtypes import non_negative_float, non_negative_int
 from harness.backends import registry
-from harness.replay_real import SECOND, Plan, load_plan, queue_options, renaming, replay_generator, reproduced
+from harness.replay_real import (
+    SECOND,
+    Plan,
+    controller_renaming,
+    load_plan,
+    queue_options,
+    renamed_assignment,
+    renaming,
+    replay_generator,
+    reproduced,
+)
 from harness.simrun import file_sha256, from_schedule, load_run, simulate
 from harness.spec import DBS, ETCD_READS, SpecError, TestSpec
 from workloads import generator as gen
@@ -218,9 +228,28 @@ def run_on_cluster(args: argparse.Namespace) -> int:
     print(f"  reproduction = an invalid verdict with any of: {wanted}", file=sys.stderr)
 
     swaps: list[dict[str, str]] = []
+    placed: dict[str, dict[str, str]] = {}  # the controller renaming the topic was placed with, this attempt
+
+    def prepare(leader: str | None, workload: Any) -> None:
+        """Before the queue's setup: create the topic with the stored assignment, renamed so that the fresh
+        controller stands where the stored one stood."""
+        placed.clear()
+        if args.keep_node_names or not plan.assignment or not hasattr(workload, "place"):
+            return
+        mapping = controller_renaming(plan, leader)
+        workload.place(renamed_assignment(plan, mapping))
+        placed["mapping"] = mapping
+        print(
+            f"  fresh controller {leader}, the stored run's {plan.leader}: topic placed as "
+            + ", ".join(f"{p} {rs}" for p, rs in sorted(renamed_assignment(plan, mapping).items())),
+            file=sys.stderr,
+        )
 
     def make_main(leader: str | None, partition_leaders: Mapping[str, str] | None = None) -> gen.Generator:
-        mapping = {} if args.keep_node_names else renaming(plan, leader, partition_leaders)
+        if "mapping" in placed:
+            mapping = placed["mapping"]
+        else:
+            mapping = {} if args.keep_node_names else renaming(plan, leader, partition_leaders)
         swaps.append(mapping)
         if mapping:
             fresh = f"leader {leader}" + (
@@ -241,6 +270,8 @@ def run_on_cluster(args: argparse.Namespace) -> int:
             )
         align_phase(plan, spec.clock_source)
         return replay_generator(plan, mapping, ordered=not args.no_order)
+
+    make_main.prepare = prepare  # type: ignore[attr-defined]
 
     try:
         spec = replay_spec(plan, args, backend)

@@ -44,6 +44,7 @@ from workloads.queue import (
     Produced,
     ProducerId,
     TopicCreated,
+    broker_id,
 )
 
 PRODUCE_VERSION = 8
@@ -223,9 +224,12 @@ class KafkaWire:
     async def _create(self, node: str, body: CreateTopic, timeout: float) -> TopicCreated:
         topic = kp.CreatableTopic(
             name=body.topic,
-            num_partitions=body.partitions,
-            replication_factor=body.replication_factor,
-            assignments=[],
+            num_partitions=-1 if body.assignments else body.partitions,
+            replication_factor=-1 if body.assignments else body.replication_factor,
+            assignments=[
+                kp.CreatableReplicaAssignment(partition_index=p, broker_ids=[broker_id(n) for n in r])
+                for p, r in body.assignments
+            ],
             configs=[kp.CreatableTopicConfig(name=k, value=v) for k, v in body.configs],
         )
         request = kp.CreateTopicsRequest(topics=[topic], timeout_ms=body.timeout_ms, validate_only=False)

@@ -155,6 +155,7 @@ class Simulation:
         self.fatal: list[dict[str, Any]] = []
         self.phase = "main"
         self.main_start = 0  # the main phase starts once the cluster is ready (and the workload's setup is done)
+        self.assignment: dict[str, list[str]] = {}  # each partition's replicas when the main phase began
         self.main_end = int(spec.time_limit * SECOND)
         self.final_end = 0
         self.node_ids = list(range(1, spec.nodes + 1))
@@ -264,6 +265,15 @@ class Simulation:
                 best = n
         return best
 
+    def replica_assignment(self) -> dict[str, list[str]]:
+        """Each partition's replica list (preferred leader first), as the quorum leader's metadata image
+        holds it: {"t0-0": ["n2", "n3", "n1"], ...}; empty without a broker leader."""
+        leader = self.leader()
+        image = getattr(leader.core, "image", None) if leader is not None else None
+        if image is None:
+            return {}
+        return {str(tp): [f"n{r}" for r in state.replicas] for tp, state in image.partitions()}
+
     def fault_leader(self) -> str | None:
         """What a "leader" fault target means, as on real clusters (`NodeDB.leader`, `partition_leader`):
         the quorum leader; for a Kafka-style workload the node leading the most partitions (ties: the
@@ -313,6 +323,7 @@ class Simulation:
                 self.sched.run_until(self.sched.now + self.plan.ready_delay)
             self.phase = "main"
             self.main_start = self.sched.now
+            self.assignment = self.replica_assignment()
             self.main_end = self.main_start + int(spec.time_limit * SECOND)
         for event in self.schedule:
             if event["at"] < int(spec.time_limit * SECOND):
@@ -372,7 +383,7 @@ class Simulation:
             self.schedule,
             self.op_log,
             stats,
-            self.workload.options(),
+            {**self.workload.options(), **({"assignment": self.assignment} if self.assignment else {})},
             self.main_start,
         )
 

@@ -117,7 +117,11 @@ def broker_call(body: Any) -> tuple[str, Any]:
             return "init_producer_id", InitProducerIdRequest()
         return "init_producer_id", InitProducerIdRequest(body.transactional_id, body.transaction_timeout_ms)
     if isinstance(body, queue.CreateTopic):
-        topic = bm.NewTopic(body.topic, body.partitions, body.replication_factor, configs=body.configs)
+        if body.assignments:
+            placed = tuple((p, tuple(queue.broker_id(n) for n in r)) for p, r in body.assignments)
+            topic = bm.NewTopic(body.topic, -1, -1, placed, configs=body.configs)
+        else:
+            topic = bm.NewTopic(body.topic, body.partitions, body.replication_factor, configs=body.configs)
         return "create_topics", bm.CreateTopicsRequest((topic,), timeout_ms=body.timeout_ms)
     raise TypeError(f"not a queue request body: {body!r}")
 

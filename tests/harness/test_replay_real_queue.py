@@ -17,7 +17,15 @@ import pytest
 from checkers.errors import InputError
 from harness.commands.replay import replay_spec
 from harness.recorder import Recorder
-from harness.replay_real import Plan, first_partition_leaders, load_plan, renaming, replay_generator
+from harness.replay_real import (
+    Plan,
+    controller_renaming,
+    first_partition_leaders,
+    load_plan,
+    renamed_assignment,
+    renaming,
+    replay_generator,
+)
 from harness.runner.interpreter import Applied, Interpreter, monotonic_clock
 from tests.harness.runner import realtest
 from workloads import queue as q
@@ -178,6 +186,31 @@ def test_queue_renaming_puts_the_broken_partitions_leader_first(tmp_path: Path) 
     assert load_plan(run).partition_leaders == {"t0-1": "n3"}
 
 
+def test_the_controller_renaming_places_the_stored_assignment_around_the_fresh_controller(tmp_path: Path) -> None:
+    """no-truncate's stored run: controller n2, a follower of t0-0 (n1, n2, n3). A fresh cluster whose
+    controller is n1 gets t0-0 on n2, n1, n3: its controller is again t0-0's first follower, so pausing
+    t0-0's leader never pauses the controller; the schedule is renamed the same way."""
+    assignment = {"t0-0": ["n1", "n2", "n3"], "t0-1": ["n2", "n3", "n1"]}
+    run = write_run(tmp_path / "run", "sim", queue_schedule(assignment=assignment), {}, ["lost-write"])
+    plan = load_plan(run)
+    assert plan.assignment == assignment
+    plan.leader = "n2"
+    mapping = controller_renaming(plan, "n1")
+    assert mapping == {"n2": "n1", "n1": "n2"}
+    placed = renamed_assignment(plan, mapping)
+    assert placed == {0: ["n2", "n1", "n3"], 1: ["n1", "n3", "n2"]}
+    assert placed[0][1] == "n1"  # the fresh controller is t0-0's first follower, as the stored one was
+    assert controller_renaming(plan, "n2") == {} and controller_renaming(plan, None) == {}
+    w = q.QueueWorkload(["n1", "n2", "n3"], 0, partitions=2)
+    w.place(placed)
+    assert w.create_topic().assignments == ((0, ("n2", "n1", "n3")), (1, ("n1", "n3", "n2")))
+    # runs stored before schedule.json had an assignment keep the old renaming; a bad one is refused
+    assert load_plan(write_run(tmp_path / "old", "sim", queue_schedule(), {}, [])).assignment == {}
+    bad = write_run(tmp_path / "bad", "sim", queue_schedule(assignment={"t0-0": ["n1", "n9"]}), {}, [])
+    with pytest.raises(InputError, match="assignment of t0-0"):
+        load_plan(bad)
+
+
 def test_sim_queue_plan_keeps_times_ops_without_nodes_and_the_topic_options(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run", "sim", queue_schedule(), {}, ["lost-write", "MajorityReachedHighWatermark"])
     plan = load_plan(run)
@@ -336,12 +369,14 @@ def test_local_replay_of_a_simulated_queue_run(tmp_path: Path) -> None:
     test = json.loads((attempt / "test.json").read_text())
     assert test["workload"] == "queue" and test["partitions"] == 2 and test["min-isr"] == 1 and test["acks"] == "all"
     assert test["replay"]["settle-seconds"] == 10.0  # the simulator's pause before its final reads
-    # the stored run's partition leaders were renamed onto the fresh cluster's
+    # the topic was created with the stored assignment, renamed so the fresh controller plays the stored
+    # controller's part: every partition's first leader is the stored one's, renamed
     mapping = test["replay"].get("node-renaming", {})
     fresh = first_partition_leaders([json.loads(x) for x in (attempt / "events.jsonl").read_text().splitlines() if x])
     stored = plan.partition_leaders
-    assert set(stored) == set(fresh) == {"t0-0", "t0-1"}
-    assert any(mapping.get(stored[k], stored[k]) == fresh[k] for k in stored)
+    assert set(stored) == set(fresh) == set(plan.assignment) == {"t0-0", "t0-1"}
+    assert all(mapping.get(stored[k], stored[k]) == fresh[k] for k in stored), (mapping, stored, fresh)
+    assert "topic placed as" in r.stderr
     schedule = json.loads((attempt / "schedule.json").read_text())
     want = sorted(((o["client"], o["f"], o["key"], o["value"]) for o in plan.ops), key=str)
     got = sorted(((o["client"], o["f"], o["key"], o["value"]) for o in schedule["ops"]), key=str)

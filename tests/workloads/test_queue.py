@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -554,3 +555,21 @@ def test_a_member_fetches_no_older_leader_than_its_committed_leader_epoch_and_co
     assert c.receive(Reply(q.Fetched(0, "none", 146, ((145, b"7"),)))).type == "ok"  # type: ignore[union-attr]
     step = c.invoke({"f": "commit", "key": None, "value": None})
     assert step.body == q.CommitOffsets(q.GROUP, 4, "m1", "t0", ((1, 146),), ((1, 10),))
+
+
+def test_an_explicit_assignment_is_checked_against_the_topic_and_the_nodes() -> None:
+    nodes = ["n1", "n2", "n3"]
+    w = q.QueueWorkload(nodes, 0, partitions=1, assignment={0: ["n2", "n3", "n1"]})
+    assert w.create_topic().assignments == ((0, ("n2", "n3", "n1")),)
+    assert q.QueueWorkload(nodes, 0).create_topic().assignments == ()
+    bad = [
+        ({1: ["n1", "n2", "n3"]}, "partitions 0..0"),
+        ({0: ["n1", "n2"]}, "not 3 distinct replicas"),
+        ({0: ["n1", "n1", "n2"]}, "not 3 distinct replicas"),
+        ({0: ["n1", "n2", "n9"]}, "n9 not among the nodes"),
+    ]
+    for assignment, why in bad:
+        with pytest.raises(ValueError, match=why):
+            q.QueueWorkload(nodes, 0, partitions=1, assignment=assignment)
+    with pytest.raises(ValueError, match="not a node name"):
+        q.broker_id("x1")

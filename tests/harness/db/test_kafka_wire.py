@@ -26,6 +26,7 @@ class FakeBroker:
         self.producers: list[tuple[int, int, int]] = []  # (producer id, epoch, base sequence) of each batch
         self.fetch_epochs: list[int] = []  # the current_leader_epoch of each Fetch, as decoded from the wire
         self.commits: list[tuple[int, int, int]] = []  # (partition, offset, committed leader epoch) committed
+        self.created: list[kp.CreatableTopic] = []  # each CreateTopics topic, as decoded from the wire
 
     async def send(
         self, api: int, version: int, payload: bytes, *, timeout: float, expect_response: bool = True
@@ -86,7 +87,7 @@ class FakeBroker:
             return kp.InitProducerIdResponse(error_code=0, producer_id=4000, producer_epoch=0).encode(version)
         request = kp.CreateTopicsRequest.decode(payload, version)
         t = request.topics[0]
-        assert (t.num_partitions, t.replication_factor) == (3, 3)
+        self.created.append(t)
         assert {(c.name, c.value) for c in t.configs} >= {("min.insync.replicas", "2")}
         result = kp.CreatableTopicResult(name=t.name, error_code=36, error_message="exists")
         return kp.CreateTopicsResponse(throttle_time_ms=0, topics=[result]).encode(version)
@@ -121,6 +122,21 @@ def test_each_queue_body_is_one_kafka_request_and_its_answer_decoded() -> None:
     created = call(wire, workload_topic())
     assert created == Reply(q.TopicCreated(36, "topic_already_exists", "exists"))
     assert [api for api, _ in broker.calls] == [3, 0, 0, 0, 1, 1, 19]
+    assert [(t.num_partitions, t.replication_factor, t.assignments) for t in broker.created] == [(3, 3, [])]
+
+
+def test_a_create_topic_with_assignments_sends_kafkas_replica_assignment() -> None:
+    broker = FakeBroker()
+    placement = {0: ["n2", "n3", "n1"], 1: ["n3", "n1", "n2"], 2: ["n1", "n2", "n3"]}
+    body = q.QueueWorkload(["n1", "n2", "n3"], 0, assignment=placement).create_topic()
+    assert call(wire_with(broker), body) == Reply(q.TopicCreated(36, "topic_already_exists", "exists"))
+    (t,) = broker.created
+    assert (t.num_partitions, t.replication_factor) == (-1, -1)
+    assert [(a.partition_index, a.broker_ids) for a in t.assignments] == [
+        (0, [2, 3, 1]),
+        (1, [3, 1, 2]),
+        (2, [1, 2, 3]),
+    ]
 
 
 def workload_topic() -> q.CreateTopic:

@@ -32,6 +32,23 @@ def test_same_seed_same_history() -> None:
     assert a.stats["history-sha256"] == b.stats["history-sha256"]
 
 
+def test_schedule_json_records_the_replica_assignment_the_main_phase_began_with() -> None:
+    spec = TestSpec(seed=3, time_limit=2, workload="queue", nodes=3)
+    result = Simulation(spec).run()
+    doc = result.schedule_document(spec)
+    assignment = doc["assignment"]
+    assert sorted(assignment) == ["t0-0", "t0-1", "t0-2"]
+    for replicas in assignment.values():
+        assert sorted(replicas) == ["n1", "n2", "n3"]  # replication factor 3 on 3 nodes
+    # each partition's first leader (lowest leader epoch) is its preferred leader, the first replica
+    first: dict[str, tuple[int, str]] = {}
+    for e in result.events:
+        if e.get("type") == "partition-leader" and e.get("leader"):
+            if e["partition"] not in first or e["leader_epoch"] < first[e["partition"]][0]:
+                first[e["partition"]] = (e["leader_epoch"], e["leader"])
+    assert {p: leader for p, (_, leader) in first.items()} == {p: r[0] for p, r in assignment.items()}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("block", range(5))
 def test_sweep_safe_profile_valid(block: int) -> None:

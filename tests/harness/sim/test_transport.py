@@ -34,3 +34,19 @@ def test_commits_and_offset_fetches_carry_the_committed_leader_epoch() -> None:
     answer = gm.OffsetFetchResponse(bm.BrokerError.NONE, (gm.FetchedOffset(tp, 145, 9),))
     reply = broker_answer(q.FetchOffsets(q.GROUP, "t0", (0,)), answer)
     assert reply == q.OffsetsFetched(0, "none", ((0, 145),), ((0, 9),))
+
+
+def test_a_create_topic_with_assignments_places_the_replicas_and_sends_no_counts() -> None:
+    w = q.QueueWorkload(["n1", "n2", "n3"], 0, partitions=2, assignment={0: ["n3", "n1", "n2"], 1: ["n1", "n2", "n3"]})
+    method, request = broker_call(w.create_topic())
+    (topic,) = request.topics
+    assert method == "create_topics"
+    assert (topic.num_partitions, topic.replication_factor) == (-1, -1)  # as Kafka: counts or a placement
+    assert topic.assignments == ((0, (3, 1, 2)), (1, (1, 2, 3)))
+    assert ("min.insync.replicas", "2") in topic.configs
+    _, request = broker_call(q.QueueWorkload(["n1", "n2", "n3"], 0).create_topic())
+    assert (request.topics[0].num_partitions, request.topics[0].replication_factor, request.topics[0].assignments) == (
+        3,
+        3,
+        (),
+    )
