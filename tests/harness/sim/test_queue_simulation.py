@@ -43,9 +43,12 @@ def test_schedule_json_records_the_replica_assignment_the_main_phase_began_with(
     # each partition's first leader (lowest leader epoch) is its preferred leader, the first replica
     first: dict[str, tuple[int, str]] = {}
     for e in result.events:
-        if e.get("type") == "partition-leader" and e.get("leader"):
-            if e["partition"] not in first or e["leader_epoch"] < first[e["partition"]][0]:
-                first[e["partition"]] = (e["leader_epoch"], e["leader"])
+        if (
+            e.get("type") == "partition-leader"
+            and e.get("leader")
+            and (e["partition"] not in first or e["leader_epoch"] < first[e["partition"]][0])
+        ):
+            first[e["partition"]] = (e["leader_epoch"], e["leader"])
     assert {p: leader for p, (_, leader) in first.items()} == {p: r[0] for p, r in assignment.items()}
 
 
