@@ -40,6 +40,7 @@ from harness.replay_real import (
 from harness.simrun import file_sha256, from_schedule, load_run, simulate
 from harness.spec import DBS, ETCD_READS, SpecError, TestSpec
 from workloads import generator as gen
+from workloads.protocol import Workload
 
 HELP = "drive a stored run again from its schedule (simulator: identical history; real cluster: reproduce)"
 DESCRIPTION = (
@@ -188,6 +189,63 @@ def align_phase(plan: Plan, clock_source: str, sleep: Callable[[float], None] = 
     return wait
 
 
+class StoredMain:
+    """The stored schedule as a real run's main phase (`harness.runner.run.ReplayMain`): each attempt
+    renames nodes so that the fresh cluster's leaders stand where the stored run's stood."""
+
+    def __init__(self, plan: Plan, clock_source: str, keep_node_names: bool, ordered: bool) -> None:
+        self.plan = plan
+        self.clock_source = clock_source
+        self.keep_node_names = keep_node_names
+        self.ordered = ordered
+        self.swaps: list[dict[str, str]] = []  # each attempt's renaming
+        self.placed: dict[str, str] | None = None  # the renaming the topic was placed with, this attempt
+
+    def prepare(self, leader: str | None, workload: Workload) -> None:
+        """Before the queue's setup: create the topic with the stored assignment, renamed so that the
+        fresh controller stands where the stored one stood."""
+        plan = self.plan
+        self.placed = None
+        place = getattr(workload, "place", None)
+        if self.keep_node_names or not plan.assignment or place is None:
+            return
+        mapping = controller_renaming(plan, leader)
+        place(renamed_assignment(plan, mapping))
+        self.placed = mapping
+        print(
+            f"  fresh controller {leader}, the stored run's {plan.leader}: topic placed as "
+            + ", ".join(f"{p} {rs}" for p, rs in sorted(renamed_assignment(plan, mapping).items())),
+            file=sys.stderr,
+        )
+
+    def __call__(self, leader: str | None, partition_leaders: Mapping[str, str]) -> gen.Generator:
+        plan = self.plan
+        if self.placed is not None:
+            mapping = self.placed
+        else:
+            mapping = {} if self.keep_node_names else renaming(plan, leader, partition_leaders)
+        self.swaps.append(mapping)
+        if mapping:
+            fresh = f"leader {leader}" + (
+                ", partition leaders " + ", ".join(f"{k} {v}" for k, v in sorted(partition_leaders.items()))
+                if plan.partition_leaders
+                else ""
+            )
+            stored = f"leader {plan.leader}" + (
+                ", partition leaders " + ", ".join(f"{k} {v}" for k, v in plan.partition_leaders.items())
+                if plan.partition_leaders
+                else ""
+            )
+            print(
+                f"  fresh cluster: {fresh}; the stored run's: {stored}: renaming "
+                + ", ".join(f"{a} → {b}" for a, b in sorted(mapping.items()))
+                + " in the schedule",
+                file=sys.stderr,
+            )
+        align_phase(plan, self.clock_source)
+        return replay_generator(plan, mapping, ordered=self.ordered)
+
+
 def run_on_cluster(args: argparse.Namespace) -> int:
     """`kraftwerk replay RUN_DIR` on docker/netns/local/ssh; the exit code of the epilog."""
     from harness.commands.test import describe, run_real_test, runnable_problem
@@ -227,52 +285,6 @@ def run_on_cluster(args: argparse.Namespace) -> int:
     wanted = ", ".join(sorted(target)) if target else "any invalid verdict (the stored run has no anomalies)"
     print(f"  reproduction = an invalid verdict with any of: {wanted}", file=sys.stderr)
 
-    swaps: list[dict[str, str]] = []
-    placed: dict[str, dict[str, str]] = {}  # the controller renaming the topic was placed with, this attempt
-
-    def prepare(leader: str | None, workload: Any) -> None:
-        """Before the queue's setup: create the topic with the stored assignment, renamed so that the fresh
-        controller stands where the stored one stood."""
-        placed.clear()
-        if args.keep_node_names or not plan.assignment or not hasattr(workload, "place"):
-            return
-        mapping = controller_renaming(plan, leader)
-        workload.place(renamed_assignment(plan, mapping))
-        placed["mapping"] = mapping
-        print(
-            f"  fresh controller {leader}, the stored run's {plan.leader}: topic placed as "
-            + ", ".join(f"{p} {rs}" for p, rs in sorted(renamed_assignment(plan, mapping).items())),
-            file=sys.stderr,
-        )
-
-    def make_main(leader: str | None, partition_leaders: Mapping[str, str] | None = None) -> gen.Generator:
-        if "mapping" in placed:
-            mapping = placed["mapping"]
-        else:
-            mapping = {} if args.keep_node_names else renaming(plan, leader, partition_leaders)
-        swaps.append(mapping)
-        if mapping:
-            fresh = f"leader {leader}" + (
-                ", partition leaders " + ", ".join(f"{k} {v}" for k, v in sorted((partition_leaders or {}).items()))
-                if plan.partition_leaders
-                else ""
-            )
-            stored = f"leader {plan.leader}" + (
-                ", partition leaders " + ", ".join(f"{k} {v}" for k, v in plan.partition_leaders.items())
-                if plan.partition_leaders
-                else ""
-            )
-            print(
-                f"  fresh cluster: {fresh}; the stored run's: {stored}: renaming "
-                + ", ".join(f"{a} → {b}" for a, b in sorted(mapping.items()))
-                + " in the schedule",
-                file=sys.stderr,
-            )
-        align_phase(plan, spec.clock_source)
-        return replay_generator(plan, mapping, ordered=not args.no_order)
-
-    make_main.prepare = prepare  # type: ignore[attr-defined]
-
     try:
         spec = replay_spec(plan, args, backend)
         problem = runnable_problem(spec)
@@ -281,6 +293,7 @@ def run_on_cluster(args: argparse.Namespace) -> int:
     if problem:
         print(f"kraftwerk replay: cannot replay this run on --backend {backend}: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    main = StoredMain(plan, spec.clock_source, keep_node_names=args.keep_node_names, ordered=not args.no_order)
     command = shlex.join(["kraftwerk", "replay", str(plan.source), "--backend", backend])
     attempts: list[dict[str, Any]] = []
     for attempt in range(1, args.times + 1):
@@ -301,13 +314,13 @@ def run_on_cluster(args: argparse.Namespace) -> int:
         }
         write_json(run_dir / "test.json", test)
         print(f"attempt {attempt}/{args.times}: run directory {run_dir}", file=sys.stderr, flush=True)
-        code = run_real_test(spec, run_dir, command, quiet=args.quiet, main=make_main)
+        code = run_real_test(spec, run_dir, command, quiet=args.quiet, main=main)
         if code == EXIT_INTERNAL or not (run_dir / "results.json").exists():
             print(f"kraftwerk replay: attempt {attempt} failed in the harness (exit {code})", file=sys.stderr)
             return EXIT_INTERNAL
         results = json.loads((run_dir / "results.json").read_text())
-        if swaps and swaps[-1]:
-            test["replay"]["node-renaming"] = swaps[-1]
+        if main.swaps and main.swaps[-1]:
+            test["replay"]["node-renaming"] = main.swaps[-1]
             write_json(run_dir / "test.json", test)
         hit = reproduced(results, target)
         anomalies = sorted(results.get("anomaly-types", []))

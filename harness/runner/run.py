@@ -30,7 +30,7 @@ import contextlib
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from checkers.history import History
 from harness.backends import registry
@@ -54,9 +54,18 @@ from workloads.protocol import Workload
 READY_TIMEOUT = 60.0  # seconds for the fresh cluster to elect a leader
 RECOVERY_TIMEOUT = 30.0  # seconds for the healed cluster to agree on a leader again
 FINAL_SECONDS = 20.0  # seconds allowed for the final reads
-# `kraftwerk replay`: the main phase from a stored schedule, given (leader, partition leaders) of the fresh cluster
-ReplayMain = Callable[[str | None, Mapping[str, str]], gen.Generator]
 OP_TIMEOUT = 2.0  # seconds before a client gives up on an operation (→ info)
+
+
+class ReplayMain(Protocol):
+    """`kraftwerk replay`'s main phase: a stored schedule, fitted to the fresh cluster."""
+
+    def prepare(self, leader: str | None, workload: Workload) -> None:
+        """Before the workload's setup (e.g. place the queue's topic around the fresh leader)."""
+
+    def __call__(self, leader: str | None, partition_leaders: Mapping[str, str]) -> gen.Generator:
+        """The main phase, given the fresh cluster's leader and partition leaders."""
+        ...
 
 
 def make_backend(args: TestSpec, log: Callable[[str], None]) -> Backend:
@@ -234,10 +243,8 @@ def _drive_on(
 ) -> Interpreter:
     leader, ready = loop.run(db.wait_ready(READY_TIMEOUT))
     stats["election-seconds"] = round(ready, 2)
-    # a replay may place the workload's topic around the fresh leader (harness.commands.replay)
-    prepare = getattr(replay, "prepare", None)
-    if prepare is not None:
-        prepare(leader, workload)
+    if replay is not None:
+        replay.prepare(leader, workload)
     topic = loop.run(_setup(workload, db, args))
     if topic:
         stats["topic-seconds"] = round(topic, 2)
