@@ -489,8 +489,17 @@ class GroupCoordinator(InternalTopicCoordinator):
         known = {} if group is None else group.offsets
         if request.partitions is None:
             return gm.OffsetFetchResponse(BrokerError.NONE, tuple(known[tp] for tp in sorted(known)))
+        unstable: set[TopicPartition] = set()
+        if request.require_stable and group is not None:
+            unstable = {tp for pending in group.txn_offsets.values() for tp in pending}
         return gm.OffsetFetchResponse(
-            BrokerError.NONE, tuple(known.get(tp, gm.FetchedOffset(tp, -1)) for tp in request.partitions)
+            BrokerError.NONE,
+            tuple(
+                gm.FetchedOffset(tp, -1, error=BrokerError.UNSTABLE_OFFSET_COMMIT)
+                if tp in unstable
+                else known.get(tp, gm.FetchedOffset(tp, -1))
+                for tp in request.partitions
+            ),
         )
 
     # ------------------------------------------------------------------ transactional offsets

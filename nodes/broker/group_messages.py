@@ -152,10 +152,12 @@ class TxnOffsetCommitResponse:
 
 @dataclass(frozen=True, slots=True)
 class OffsetFetchRequest:
-    """``partitions`` None: every partition the group has an offset for."""
+    """``partitions`` None: every partition the group has an offset for. ``require_stable`` (v7+, KIP-447):
+    a partition with a transactional offset commit still pending is answered UNSTABLE_OFFSET_COMMIT."""
 
     group_id: str
     partitions: tuple[TopicPartition, ...] | None
+    require_stable: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,8 +64,10 @@ def core_request(key: int, msg: Any, version: int, client_id: str | None, client
         return gm.OffsetCommitRequest(msg.group_id, msg.generation_id_or_member_epoch, msg.member_id, offsets)
     if key == ApiKey.OFFSET_FETCH:
         if version >= 8:
-            return tuple(gm.OffsetFetchRequest(g.group_id, _partitions(g.topics)) for g in msg.groups)
-        return gm.OffsetFetchRequest(msg.group_id, _partitions(msg.topics))
+            return tuple(
+                gm.OffsetFetchRequest(g.group_id, _partitions(g.topics), msg.require_stable) for g in msg.groups
+            )
+        return gm.OffsetFetchRequest(msg.group_id, _partitions(msg.topics), version >= 7 and msg.require_stable)
     if key == ApiKey.LIST_GROUPS:
         return gm.ListGroupsRequest(tuple(msg.states_filter))
     if key == ApiKey.DESCRIBE_GROUPS:

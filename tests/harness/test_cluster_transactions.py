@@ -362,6 +362,40 @@ def test_committed_transactions_are_visible_whole_and_aborted_ones_never(
     check(bootstrap, topic, f"{txn_id}-group", ledger)
 
 
+def test_read_committed_consumers_wait_for_a_pending_transactional_offset_commit(cluster: tuple[Path, str]) -> None:
+    """KIP-447: a read_committed consumer's OffsetFetch (require_stable) is answered UNSTABLE_OFFSET_COMMIT
+    while a transaction holding an offset for the partition is open, and librdkafka retries until it is
+    settled; read_uncommitted sees no offset until the commit marker."""
+    _, bootstrap = cluster
+    topic, group = "txn-stable", "txn-stable-group"
+    create_topic(bootstrap, topic)
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": "stable"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"x", partition=0)
+    meta = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group}).consumer_group_metadata()
+    producer.send_offsets_to_transaction([confluent_kafka.TopicPartition(topic, 0, 42)], meta, 30)
+
+    def consumer(isolation: str) -> Any:
+        return confluent_kafka.Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": isolation}
+        )
+
+    committed, uncommitted = consumer("read_committed"), consumer("read_uncommitted")
+    tp = [confluent_kafka.TopicPartition(topic, 0)]
+    try:
+        with pytest.raises(confluent_kafka.KafkaException, match="Timed out"):
+            committed.committed(tp, timeout=3)
+        assert uncommitted.committed(tp, timeout=10)[0].offset == confluent_kafka.OFFSET_INVALID
+        producer.commit_transaction(30)
+        assert committed.committed(tp, timeout=10)[0].offset == 42
+        assert uncommitted.committed(tp, timeout=10)[0].offset == 42
+    finally:
+        committed.close()
+        uncommitted.close()
+        producer.flush(10)
+
+
 def kill(directory: Path, *how: str) -> int:
     r = kraftwerk("cluster", "kill", "--dir", str(directory), *how)
     assert r.returncode == 0, r.stderr

@@ -141,6 +141,13 @@ def committed_offset(c: BrokerCluster, tp: TopicPartition, group: str = GROUP) -
     return r.offsets[0].offset
 
 
+def stable_offset(c: BrokerCluster, tp: TopicPartition, group: str = GROUP) -> tuple[int, BrokerError]:
+    """OffsetFetch with require_stable (what read_committed consumers send): (offset, partition error)."""
+    r = c.request(group_coordinator(c, group), "group_call", gm.OffsetFetchRequest(group, (tp, P1), True))
+    assert r.offsets[1].error is E.NONE  # no transactional commit touches P1 in these tests
+    return r.offsets[0].offset, r.offsets[0].error
+
+
 def visible(c: BrokerCluster, tp: TopicPartition) -> list[Any]:
     """What a read_committed consumer reads from ``tp`` (a client's aborted-transaction filter)."""
     out: list[Any] = []
@@ -199,10 +206,12 @@ def test_commit_makes_every_partition_and_the_offsets_visible_at_once() -> None:
     c.run_for(500)
     assert visible(c, P0) == [] and visible(c, P1) == []  # the open transaction holds the LSO
     assert committed_offset(c, P0) == -1  # the offset waits for the commit marker
+    assert stable_offset(c, P0) == (-1, E.UNSTABLE_OFFSET_COMMIT)  # KIP-447: a pending commit is unstable
     assert p.end(commit=True) is E.NONE
     assert c.run_until(lambda: settled(c, COMPLETE_COMMIT), 10_000)
     assert visible(c, P0) == ["a", "c"] and visible(c, P1) == ["b"]
     assert committed_offset(c, P0) == 7
+    assert stable_offset(c, P0) == (7, E.NONE)
     assert p.end(commit=True) is E.NONE  # a retried EndTxn after completion
     assert p.end(commit=False) is E.INVALID_TXN_STATE  # one that contradicts it
     # the next transaction of the same producer
@@ -224,6 +233,8 @@ def test_abort_hides_the_records_and_drops_the_offsets() -> None:
     assert c.run_until(lambda: visible(c, P0) == ["z"], 10_000)
     assert visible(c, P1) == []
     assert committed_offset(c, P1) == -1
+    r = c.request(group_coordinator(c), "group_call", gm.OffsetFetchRequest(GROUP, (P1,), True))
+    assert (r.offsets[0].offset, r.offsets[0].error) == (-1, E.NONE)  # the abort dropped the pending commit
     # read_uncommitted still sees the aborted records (they are in the log)
     leader = c.partition_leader(P1)
     raw = c.request(leader, "fetch", FetchRecordsRequest((FetchPartition(P1, 0),), max_wait_ms=0)).partitions[0]
