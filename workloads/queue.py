@@ -277,13 +277,15 @@ class Fetched:
     """The records at or after the fetch offset, as (offset, value bytes), and the partition's end
     (the high watermark; the last stable offset for read_committed). Control batches and, for
     read_committed, aborted records are left out; `next_offset` is the offset after the last batch
-    served, whichever it was (-1: none)."""
+    served, whichever it was (-1: none). `open_txn` (read_committed): the last stable offset is below
+    the high watermark, so an open transaction still holds back what follows it."""
 
     error: int
     error_name: str
     high_watermark: int = -1
     records: tuple[tuple[int, bytes | None], ...] = ()
     next_offset: int = -1
+    open_txn: bool = False
 
 
 ServedBatch = tuple[int, int, bool, bool, Sequence[tuple[int, "bytes | None"]]]
@@ -518,6 +520,8 @@ class Consumer:
     epochs: dict[str, int] = field(default_factory=dict)
     polled: set[str] = field(default_factory=set)  # keys polled ok since the last assign
     at_end: set[str] = field(default_factory=set)  # keys whose last ok poll found nothing past the end
+    # read_committed: keys whose last ok poll found an open transaction holding back the records after it
+    held: set[str] = field(default_factory=set)
     subscribed: bool = False
     coordinator: str | None = None
     member_id: str = ""
@@ -532,6 +536,7 @@ class Consumer:
         self.epochs = {}
         self.polled = set()
         self.at_end = set()
+        self.held = set()
         self.subscribed = False
 
     def subscribe(self) -> None:
@@ -1398,8 +1403,13 @@ class QueueClient:
             t.read = True
         if fetched.next_offset > c.positions.get(key, 0):  # past aborted records and markers
             c.positions[key] = fetched.next_offset
-        if not pairs and c.positions.get(key, 0) >= fetched.high_watermark:
-            c.at_end.add(key)
+        if fetched.open_txn:  # the end it reached is the LSO: committed records may still follow
+            c.held.add(key)
+            c.at_end.discard(key)
+        else:
+            c.held.discard(key)
+            if not pairs and c.positions.get(key, 0) >= fetched.high_watermark:
+                c.at_end.add(key)
         t.polled[key] = pairs
         return self._txn_next()
 
@@ -1550,7 +1560,12 @@ class _Drain(gen.Generator):
     A key is done once it has been polled ok since the assign and the process has read past the
     highest acknowledged offset, or its end (an empty poll at the high watermark) has not moved for
     END_QUIET_S, which is what a lost acknowledged tail looks like. Every key is polled ok at least
-    once, so a run whose sends all failed is still observed (valid), not unknown.
+    once, so a run whose sends all failed is still observed (valid), not unknown. With --txn, a key
+    whose last read_committed poll stopped at an open transaction (its last stable offset below the
+    high watermark) is not done: the records after it may be committed (a transaction whose EndTxn
+    ended `info`, or an `ok` one behind a transaction left open by a crash or an error), and become
+    visible once the coordinator completes or times out the open one (Jepsen's final polls likewise
+    go on until every known offset has been seen; the final phase's time limit bounds the wait).
     """
 
     def __init__(self, workload: QueueWorkload, thread: int, keys: Sequence[str]) -> None:
@@ -1578,7 +1593,7 @@ class _Drain(gen.Generator):
             ended = self.end_since.get(key)
             read_all = consumer.positions.get(key, 0) > self.workload.acked_max.get(key, -1)
             quiet = ended is not None and ctx.time - ended >= int(END_QUIET_S * gen.SECOND)
-            if key in consumer.polled and (read_all or quiet):
+            if key in consumer.polled and key not in consumer.held and (read_all or quiet):
                 self.keys.pop(0)
                 continue
             pause = int(END_POLL_S * gen.SECOND) if ended is not None else 0

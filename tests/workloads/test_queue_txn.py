@@ -4,12 +4,14 @@ simulated runs judged by checkers.txn_queue."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
 
 from harness.simrun import simulate
 from harness.spec import SpecError, TestSpec
+from workloads import generator as gen
 from workloads import queue as q
 from workloads.protocol import Completion, Failure, Reply, Request
 
@@ -205,6 +207,45 @@ def test_the_final_drain_polls_read_committed_without_a_transaction() -> None:
     c.receive(Reply(q.Fetched(0, "none", 1, ((0, b"1"),), 1)))
     done = c.receive(Reply(q.Fetched(0, "none", 0)))
     assert done.type == "ok" and done.value == [["poll", {"t0-0": [[0, 1]], "t0-1": []}]]
+
+
+def test_the_final_drain_waits_while_an_open_transaction_holds_back_committed_records() -> None:
+    """Docker seeds 8 and 10: a drain poll stopped at the last stable offset, below an open transaction
+    (left by a crash or an error, aborted only at its timeout) and the committed records after it. The
+    drain took the LSO for the end and gave up after END_QUIET_S, or stopped at once because its
+    position was past every `ok` send (the records of a transaction whose EndTxn ended `info` lay
+    beyond): those committed records were reported `unseen`."""
+    w = txn_workload(partitions=1)
+    w.note_ack("t0-0", 1)
+    drain: Any = w.final(["t0-0"], 1)
+
+    def at(time: int) -> gen.Context:
+        return gen.Context(time, {0: 0}, frozenset({0}), random.Random(0))
+
+    op, drain = drain.op(at(0))
+    c = w.client(0, 0)
+    assert c.invoke(op).type == "ok"  # the assign
+    op, drain = drain.op(at(0))
+    assert op["f"] == "txn" and op["value"] == [["poll"]]
+    c.leaders = {"t0-0": "n1"}
+    step = c.invoke(op)
+    assert step.body == q.Fetch("t0", 0, 0, isolation_level=1)
+    # offsets 0-1 committed; an open transaction from offset 2 holds back 3 (committed, its EndTxn `info`)
+    done = c.receive(Reply(q.Fetched(0, "none", 2, ((0, b"1"), (1, b"2")), 2, open_txn=True)))
+    assert done.type == "ok" and c.consumer.positions["t0-0"] == 2 > w.acked_max["t0-0"]
+    assert "t0-0" in c.consumer.held
+    quiet = int(q.END_QUIET_S * gen.SECOND)
+    for time in (1, quiet, 3 * quiet):  # past every ok send, and long at the LSO: not done yet
+        op, drain = drain.op(at(time))
+        assert op["f"] == "txn"
+        c.invoke(op)
+        done = c.receive(Reply(q.Fetched(0, "none", 2, (), -1, open_txn=True)))
+        assert done.value == [["poll", {"t0-0": []}]] and "t0-0" not in c.consumer.at_end
+    # the coordinator aborts the open transaction at its timeout: 2 aborted, its marker, then 3
+    c.invoke(op)
+    done = c.receive(Reply(q.Fetched(0, "none", 5, ((3, b"9"),), 5)))
+    assert done.value == [["poll", {"t0-0": [[3, 9]]}]] and c.consumer.held == set()
+    assert drain.op(at(3 * quiet + 1)) is None
 
 
 def sim_spec(seed: int, **kw: Any) -> TestSpec:
