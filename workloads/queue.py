@@ -129,8 +129,13 @@ END_TXN_TRIES = 3  # EndTxn commit attempts (following the coordinator) before t
 CONCURRENT_TRANSACTIONS = 51  # the previous transaction's markers are still being written: ask again
 BUSY_BACKOFF_S = 0.02  # ... after this long (Kafka's retry.backoff.ms for transactional requests)
 BUSY_TRIES = 50  # ... this many times within one op
+COORDINATOR_LOAD_IN_PROGRESS = 14  # the coordinator is still loading its state partition: ask it again ...
+LOAD_BACKOFF_S = (0.1, 1.0)  # ... after 0.1 s, doubling up to 1 s (Kafka's retry.backoff.ms, retry.backoff.max.ms)
+LOAD_TRIES = 10  # ... this many times within one op (about 7.5 s)
 TXN_DEFINITE = frozenset({47, 48, 90})  # INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, PRODUCER_FENCED: not committed
 TXN_RETRY = COORDINATOR_ERRORS | {CONCURRENT_TRANSACTIONS, 7}  # EndTxn again (7: REQUEST_TIMED_OUT)
+# the requests to a (transaction or group) coordinator that are sent again while it loads
+LOAD_RETRY_STAGES = frozenset({"t-init", "t-add", "t-offsets", "t-txoffsets", "t-end"})
 
 
 def validate_assignment(
@@ -612,6 +617,7 @@ class _Txn:
     reset_after: bool = False  # re-init after the abort (an error, not a choice)
     zombie_asked: bool = False
     busy: int = 0  # requests answered CONCURRENT_TRANSACTIONS and sent again
+    loading: int = 0  # requests answered COORDINATOR_LOAD_IN_PROGRESS and sent again
 
 
 class QueueClient:
@@ -1115,6 +1121,9 @@ class QueueClient:
     # after an error: EndTxn abort, or a re-init by the next transaction when a write is in doubt);
     # `info` when an EndTxn commit may have been applied. An aborted or unknown transaction puts the
     # consumer's positions back where they were (as a consumer rewinds to its committed offsets).
+    # A coordinator that answers COORDINATOR_LOAD_IN_PROGRESS is asked the same again after a backoff
+    # (0.1 s doubling to 1 s, LOAD_TRIES times), and one busy ending the previous transaction
+    # (CONCURRENT_TRANSACTIONS) after BUSY_BACKOFF_S, as Kafka's producer does.
     # The final drain's txn ops only poll, without a transaction.
 
     def _txn_start(self, value: Any) -> Step:
@@ -1271,6 +1280,13 @@ class QueueClient:
             last = self._last
             assert last is not None
             return self._request(stage, last.node, last.body, backoff_s=BUSY_BACKOFF_S)
+        if error == COORDINATOR_LOAD_IN_PROGRESS and stage in LOAD_RETRY_STAGES and t.loading < LOAD_TRIES:
+            # as Kafka's TransactionManager: the coordinator has not taken the request; the same one again
+            backoff = min(LOAD_BACKOFF_S[0] * 2**t.loading, LOAD_BACKOFF_S[1])
+            t.loading += 1
+            last = self._last
+            assert last is not None
+            return self._request(stage, last.node, last.body, backoff_s=backoff)
         if stage == "t-init":
             if error != 0 or body.producer_id < 0:
                 if error in COORDINATOR_ERRORS or body is None:

@@ -248,6 +248,41 @@ def test_the_final_drain_waits_while_an_open_transaction_holds_back_committed_re
     assert drain.op(at(3 * quiet + 1)) is None
 
 
+def test_coordinator_load_in_progress_is_asked_again_after_a_growing_bounded_backoff() -> None:
+    """As Kafka's TransactionManager: COORDINATOR_LOAD_IN_PROGRESS is retriable; the same request goes to
+    the same coordinator again (not a failed op), after 0.1 s doubling up to 1 s, LOAD_TRIES times."""
+    loading = q.TxnAnswer(q.COORDINATOR_LOAD_IN_PROGRESS, "coordinator_load_in_progress")
+    w = txn_workload()
+    c = w.client(3, 3)
+    c.txn_rng.random = lambda: 0.99  # type: ignore[method-assign]
+    c.consumer.assign(["t0-0"])
+    c.txp.coordinator = "n2"
+    first = c.invoke({"f": "txn", "key": None, "value": [["send", "t0-1", 5]]})
+    assert first.body == q.InitProducerId("kraftwerk-txn-3", q.TXN_TIMEOUT_MS)
+    backoffs = []
+    for _ in range(q.LOAD_TRIES):
+        step = c.receive(Reply(q.ProducerId(q.COORDINATOR_LOAD_IN_PROGRESS, "coordinator_load_in_progress")))
+        assert isinstance(step, Request) and (step.node, step.body) == ("n2", first.body)
+        backoffs.append(step.backoff_s)
+    assert backoffs == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    done = c.receive(Reply(q.ProducerId(q.COORDINATOR_LOAD_IN_PROGRESS, "coordinator_load_in_progress")))
+    assert done.type == "fail" and done.error == "init-producer-id: coordinator_load_in_progress"
+    # a new op starts counting again; AddPartitionsToTxn and EndTxn are asked again too
+    c.txp.coordinator, c.txp.id = "n2", (7, 0)
+    c.leaders = {"t0-1": "n3"}
+    add = c.invoke({"f": "txn", "key": None, "value": [["send", "t0-1", 6]]})
+    assert isinstance(add.body, q.AddPartitionsToTxn)
+    again = c.receive(Reply(loading))
+    assert (again.node, again.body, again.backoff_s) == ("n2", add.body, 0.1)
+    assert isinstance(c.receive(Reply(OK)).body, q.Produce)
+    end = c.receive(Reply(q.Produced(0, "none", 3)))
+    assert end.body == q.EndTxn("kraftwerk-txn-3", 7, 0, True)
+    again = c.receive(Reply(loading))
+    assert (again.node, again.body, again.backoff_s) == ("n2", end.body, 0.2)
+    done = c.receive(Reply(OK))
+    assert done.type == "ok" and done.value == [["send", "t0-1", [3, 6]]]
+
+
 def sim_spec(seed: int, **kw: Any) -> TestSpec:
     base = {"nodes": 3, "concurrency": 6, "time_limit": 8.0, "nemeses": ()}
     return TestSpec(workload="queue", txn=True, seed=seed, **{**base, **kw})
