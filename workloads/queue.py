@@ -129,8 +129,13 @@ END_TXN_TRIES = 3  # EndTxn commit attempts (following the coordinator) before t
 CONCURRENT_TRANSACTIONS = 51  # the previous transaction's markers are still being written: ask again
 BUSY_BACKOFF_S = 0.02  # ... after this long (Kafka's retry.backoff.ms for transactional requests)
 BUSY_TRIES = 50  # ... this many times within one op
+COORDINATOR_LOAD_IN_PROGRESS = 14  # the coordinator is still loading its state partition: ask it again ...
+LOAD_BACKOFF_S = (0.1, 1.0)  # ... after 0.1 s, doubling up to 1 s (Kafka's retry.backoff.ms, retry.backoff.max.ms)
+LOAD_TRIES = 10  # ... this many times within one op (about 7.5 s)
 TXN_DEFINITE = frozenset({47, 48, 90})  # INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, PRODUCER_FENCED: not committed
 TXN_RETRY = COORDINATOR_ERRORS | {CONCURRENT_TRANSACTIONS, 7}  # EndTxn again (7: REQUEST_TIMED_OUT)
+# the requests to a (transaction or group) coordinator that are sent again while it loads
+LOAD_RETRY_STAGES = frozenset({"t-init", "t-add", "t-offsets", "t-txoffsets", "t-end"})
 
 
 def validate_assignment(
@@ -277,13 +282,15 @@ class Fetched:
     """The records at or after the fetch offset, as (offset, value bytes), and the partition's end
     (the high watermark; the last stable offset for read_committed). Control batches and, for
     read_committed, aborted records are left out; `next_offset` is the offset after the last batch
-    served, whichever it was (-1: none)."""
+    served, whichever it was (-1: none). `open_txn` (read_committed): the last stable offset is below
+    the high watermark, so an open transaction still holds back what follows it."""
 
     error: int
     error_name: str
     high_watermark: int = -1
     records: tuple[tuple[int, bytes | None], ...] = ()
     next_offset: int = -1
+    open_txn: bool = False
 
 
 ServedBatch = tuple[int, int, bool, bool, Sequence[tuple[int, "bytes | None"]]]
@@ -518,6 +525,8 @@ class Consumer:
     epochs: dict[str, int] = field(default_factory=dict)
     polled: set[str] = field(default_factory=set)  # keys polled ok since the last assign
     at_end: set[str] = field(default_factory=set)  # keys whose last ok poll found nothing past the end
+    # read_committed: keys whose last ok poll found an open transaction holding back the records after it
+    held: set[str] = field(default_factory=set)
     subscribed: bool = False
     coordinator: str | None = None
     member_id: str = ""
@@ -532,6 +541,7 @@ class Consumer:
         self.epochs = {}
         self.polled = set()
         self.at_end = set()
+        self.held = set()
         self.subscribed = False
 
     def subscribe(self) -> None:
@@ -607,6 +617,7 @@ class _Txn:
     reset_after: bool = False  # re-init after the abort (an error, not a choice)
     zombie_asked: bool = False
     busy: int = 0  # requests answered CONCURRENT_TRANSACTIONS and sent again
+    loading: int = 0  # requests answered COORDINATOR_LOAD_IN_PROGRESS and sent again
 
 
 class QueueClient:
@@ -1110,6 +1121,9 @@ class QueueClient:
     # after an error: EndTxn abort, or a re-init by the next transaction when a write is in doubt);
     # `info` when an EndTxn commit may have been applied. An aborted or unknown transaction puts the
     # consumer's positions back where they were (as a consumer rewinds to its committed offsets).
+    # A coordinator that answers COORDINATOR_LOAD_IN_PROGRESS is asked the same again after a backoff
+    # (0.1 s doubling to 1 s, LOAD_TRIES times), and one busy ending the previous transaction
+    # (CONCURRENT_TRANSACTIONS) after BUSY_BACKOFF_S, as Kafka's producer does.
     # The final drain's txn ops only poll, without a transaction.
 
     def _txn_start(self, value: Any) -> Step:
@@ -1266,6 +1280,13 @@ class QueueClient:
             last = self._last
             assert last is not None
             return self._request(stage, last.node, last.body, backoff_s=BUSY_BACKOFF_S)
+        if error == COORDINATOR_LOAD_IN_PROGRESS and stage in LOAD_RETRY_STAGES and t.loading < LOAD_TRIES:
+            # as Kafka's TransactionManager: the coordinator has not taken the request; the same one again
+            backoff = min(LOAD_BACKOFF_S[0] * 2**t.loading, LOAD_BACKOFF_S[1])
+            t.loading += 1
+            last = self._last
+            assert last is not None
+            return self._request(stage, last.node, last.body, backoff_s=backoff)
         if stage == "t-init":
             if error != 0 or body.producer_id < 0:
                 if error in COORDINATOR_ERRORS or body is None:
@@ -1398,8 +1419,13 @@ class QueueClient:
             t.read = True
         if fetched.next_offset > c.positions.get(key, 0):  # past aborted records and markers
             c.positions[key] = fetched.next_offset
-        if not pairs and c.positions.get(key, 0) >= fetched.high_watermark:
-            c.at_end.add(key)
+        if fetched.open_txn:  # the end it reached is the LSO: committed records may still follow
+            c.held.add(key)
+            c.at_end.discard(key)
+        else:
+            c.held.discard(key)
+            if not pairs and c.positions.get(key, 0) >= fetched.high_watermark:
+                c.at_end.add(key)
         t.polled[key] = pairs
         return self._txn_next()
 
@@ -1550,7 +1576,12 @@ class _Drain(gen.Generator):
     A key is done once it has been polled ok since the assign and the process has read past the
     highest acknowledged offset, or its end (an empty poll at the high watermark) has not moved for
     END_QUIET_S, which is what a lost acknowledged tail looks like. Every key is polled ok at least
-    once, so a run whose sends all failed is still observed (valid), not unknown.
+    once, so a run whose sends all failed is still observed (valid), not unknown. With --txn, a key
+    whose last read_committed poll stopped at an open transaction (its last stable offset below the
+    high watermark) is not done: the records after it may be committed (a transaction whose EndTxn
+    ended `info`, or an `ok` one behind a transaction left open by a crash or an error), and become
+    visible once the coordinator completes or times out the open one (Jepsen's final polls likewise
+    go on until every known offset has been seen; the final phase's time limit bounds the wait).
     """
 
     def __init__(self, workload: QueueWorkload, thread: int, keys: Sequence[str]) -> None:
@@ -1578,7 +1609,7 @@ class _Drain(gen.Generator):
             ended = self.end_since.get(key)
             read_all = consumer.positions.get(key, 0) > self.workload.acked_max.get(key, -1)
             quiet = ended is not None and ctx.time - ended >= int(END_QUIET_S * gen.SECOND)
-            if key in consumer.polled and (read_all or quiet):
+            if key in consumer.polled and key not in consumer.held and (read_all or quiet):
                 self.keys.pop(0)
                 continue
             pause = int(END_POLL_S * gen.SECOND) if ended is not None else 0

@@ -218,8 +218,10 @@ class KafkaWire:
         ]
         aborted = [(a.producer_id, a.first_offset) for a in part.aborted_transactions or ()]
         records, end = q.visible_records(served, aborted)
-        visible = part.last_stable_offset if body.isolation_level == 1 else part.high_watermark
-        return Fetched(0, "none", visible, records, end)
+        committed = body.isolation_level == 1
+        visible = part.last_stable_offset if committed else part.high_watermark
+        held = committed and 0 <= part.last_stable_offset < part.high_watermark
+        return Fetched(0, "none", visible, records, end, held)
 
     async def _create(self, node: str, body: CreateTopic, timeout: float) -> TopicCreated:
         topic = kp.CreatableTopic(

@@ -255,8 +255,10 @@ def broker_answer(body: Any, response: Any) -> Any:
         # one record per batch: its data is the value itself (a control batch's is the marker)
         served = [_served(b) for b in part.batches]
         records, end = queue.visible_records(served, part.aborted_transactions)
-        visible = part.last_stable_offset if body.isolation_level == 1 else part.high_watermark
-        return queue.Fetched(0, "none", visible, records, end)
+        committed = body.isolation_level == 1
+        visible = part.last_stable_offset if committed else part.high_watermark
+        held = committed and 0 <= part.last_stable_offset < part.high_watermark
+        return queue.Fetched(0, "none", visible, records, end, held)
     if isinstance(body, queue.InitProducerId):
         error = response.error
         return queue.ProducerId(int(error), error.name.lower(), response.producer_id, response.producer_epoch)

@@ -4,12 +4,14 @@ simulated runs judged by checkers.txn_queue."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
 
 from harness.simrun import simulate
 from harness.spec import SpecError, TestSpec
+from workloads import generator as gen
 from workloads import queue as q
 from workloads.protocol import Completion, Failure, Reply, Request
 
@@ -207,6 +209,80 @@ def test_the_final_drain_polls_read_committed_without_a_transaction() -> None:
     assert done.type == "ok" and done.value == [["poll", {"t0-0": [[0, 1]], "t0-1": []}]]
 
 
+def test_the_final_drain_waits_while_an_open_transaction_holds_back_committed_records() -> None:
+    """Docker seeds 8 and 10: a drain poll stopped at the last stable offset, below an open transaction
+    (left by a crash or an error, aborted only at its timeout) and the committed records after it. The
+    drain took the LSO for the end and gave up after END_QUIET_S, or stopped at once because its
+    position was past every `ok` send (the records of a transaction whose EndTxn ended `info` lay
+    beyond): those committed records were reported `unseen`."""
+    w = txn_workload(partitions=1)
+    w.note_ack("t0-0", 1)
+    drain: Any = w.final(["t0-0"], 1)
+
+    def at(time: int) -> gen.Context:
+        return gen.Context(time, {0: 0}, frozenset({0}), random.Random(0))
+
+    op, drain = drain.op(at(0))
+    c = w.client(0, 0)
+    assert c.invoke(op).type == "ok"  # the assign
+    op, drain = drain.op(at(0))
+    assert op["f"] == "txn" and op["value"] == [["poll"]]
+    c.leaders = {"t0-0": "n1"}
+    step = c.invoke(op)
+    assert step.body == q.Fetch("t0", 0, 0, isolation_level=1)
+    # offsets 0-1 committed; an open transaction from offset 2 holds back 3 (committed, its EndTxn `info`)
+    done = c.receive(Reply(q.Fetched(0, "none", 2, ((0, b"1"), (1, b"2")), 2, open_txn=True)))
+    assert done.type == "ok" and c.consumer.positions["t0-0"] == 2 > w.acked_max["t0-0"]
+    assert "t0-0" in c.consumer.held
+    quiet = int(q.END_QUIET_S * gen.SECOND)
+    for time in (1, quiet, 3 * quiet):  # past every ok send, and long at the LSO: not done yet
+        op, drain = drain.op(at(time))
+        assert op["f"] == "txn"
+        c.invoke(op)
+        done = c.receive(Reply(q.Fetched(0, "none", 2, (), -1, open_txn=True)))
+        assert done.value == [["poll", {"t0-0": []}]] and "t0-0" not in c.consumer.at_end
+    # the coordinator aborts the open transaction at its timeout: 2 aborted, its marker, then 3
+    c.invoke(op)
+    done = c.receive(Reply(q.Fetched(0, "none", 5, ((3, b"9"),), 5)))
+    assert done.value == [["poll", {"t0-0": [[3, 9]]}]] and c.consumer.held == set()
+    assert drain.op(at(3 * quiet + 1)) is None
+
+
+def test_coordinator_load_in_progress_is_asked_again_after_a_growing_bounded_backoff() -> None:
+    """As Kafka's TransactionManager: COORDINATOR_LOAD_IN_PROGRESS is retriable; the same request goes to
+    the same coordinator again (not a failed op), after 0.1 s doubling up to 1 s, LOAD_TRIES times."""
+    loading = q.TxnAnswer(q.COORDINATOR_LOAD_IN_PROGRESS, "coordinator_load_in_progress")
+    w = txn_workload()
+    c = w.client(3, 3)
+    c.txn_rng.random = lambda: 0.99  # type: ignore[method-assign]
+    c.consumer.assign(["t0-0"])
+    c.txp.coordinator = "n2"
+    first = c.invoke({"f": "txn", "key": None, "value": [["send", "t0-1", 5]]})
+    assert first.body == q.InitProducerId("kraftwerk-txn-3", q.TXN_TIMEOUT_MS)
+    backoffs = []
+    for _ in range(q.LOAD_TRIES):
+        step = c.receive(Reply(q.ProducerId(q.COORDINATOR_LOAD_IN_PROGRESS, "coordinator_load_in_progress")))
+        assert isinstance(step, Request) and (step.node, step.body) == ("n2", first.body)
+        backoffs.append(step.backoff_s)
+    assert backoffs == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    done = c.receive(Reply(q.ProducerId(q.COORDINATOR_LOAD_IN_PROGRESS, "coordinator_load_in_progress")))
+    assert done.type == "fail" and done.error == "init-producer-id: coordinator_load_in_progress"
+    # a new op starts counting again; AddPartitionsToTxn and EndTxn are asked again too
+    c.txp.coordinator, c.txp.id = "n2", (7, 0)
+    c.leaders = {"t0-1": "n3"}
+    add = c.invoke({"f": "txn", "key": None, "value": [["send", "t0-1", 6]]})
+    assert isinstance(add.body, q.AddPartitionsToTxn)
+    again = c.receive(Reply(loading))
+    assert (again.node, again.body, again.backoff_s) == ("n2", add.body, 0.1)
+    assert isinstance(c.receive(Reply(OK)).body, q.Produce)
+    end = c.receive(Reply(q.Produced(0, "none", 3)))
+    assert end.body == q.EndTxn("kraftwerk-txn-3", 7, 0, True)
+    again = c.receive(Reply(loading))
+    assert (again.node, again.body, again.backoff_s) == ("n2", end.body, 0.2)
+    done = c.receive(Reply(OK))
+    assert done.type == "ok" and done.value == [["send", "t0-1", [3, 6]]]
+
+
 def sim_spec(seed: int, **kw: Any) -> TestSpec:
     base = {"nodes": 3, "concurrency": 6, "time_limit": 8.0, "nemeses": ()}
     return TestSpec(workload="queue", txn=True, seed=seed, **{**base, **kw})
@@ -231,6 +307,22 @@ def test_a_transaction_bug_is_caught_in_a_short_simulated_run(bug: str, anomaly:
     checked = simulate(sim_spec(1, time_limit=12.0, bugs=(bug,)))
     assert checked.results["valid"] is False
     assert anomaly in checked.results["queue"]["bad-anomaly-types"], checked.results["queue"]["anomaly-types"]
+
+
+def test_final_reads_soon_after_the_heal_wait_for_open_transactions_in_a_simulated_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The simulator waits RECOVERY_SECONDS (10 s, the transaction timeout) before its final reads, so a
+    transaction left open at the end of the main phase had always timed out by then; on docker the final
+    reads start about a second after the heal. With the simulator's pause cut to 0.5 s, seed 8 reported 3
+    committed sends `unseen` (the drain stopped at the LSO of a crashed producer's open transaction)."""
+    from harness.sim import cluster
+
+    monkeypatch.setattr(cluster, "RECOVERY_SECONDS", 0.5)
+    checked = simulate(sim_spec(8))
+    assert checked.results["valid"] is True, checked.results["queue"]["anomalies"].get("unseen")
+    stats = checked.results["queue"]["stats"]
+    assert stats["values-read"] == stats["committed-sends"] > 100
 
 
 def test_a_timed_out_transaction_whose_abort_fails_does_not_stop_simulated_time() -> None:

@@ -27,6 +27,7 @@ class FakeBroker:
         self.fetch_epochs: list[int] = []  # the current_leader_epoch of each Fetch, as decoded from the wire
         self.commits: list[tuple[int, int, int]] = []  # (partition, offset, committed leader epoch) committed
         self.created: list[kp.CreatableTopic] = []  # each CreateTopics topic, as decoded from the wire
+        self.lso: int | None = None  # the last stable offset fetches answer (None: the field's default)
 
     async def send(
         self, api: int, version: int, payload: bytes, *, timeout: float, expect_response: bool = True
@@ -68,6 +69,8 @@ class FakeBroker:
                 answer = kp.FetchResponsePartition(
                     partition_index=p.partition, error_code=0, high_watermark=len(log), records=records
                 )
+                if self.lso is not None:
+                    answer.last_stable_offset = self.lso
             topic = kp.FetchResponseTopic(topic="t0", partitions=[answer])
             return kp.FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=[topic]).encode(version)
         if api == kp.ApiKey.OFFSET_COMMIT:
@@ -211,3 +214,19 @@ def test_the_sans_io_client_over_the_wire_fetches_with_the_epoch_metadata_named(
     while isinstance(step, Request):
         step = client.receive(asyncio.run(wire.call(step)))
     assert step.type == "ok" and broker.fetch_epochs == [1]  # the fake's metadata names leader epoch 1
+
+
+def test_a_read_committed_fetch_says_when_an_open_transaction_holds_back_the_end() -> None:
+    """The last stable offset below the high watermark: read_committed reached the LSO, not the end."""
+    broker = FakeBroker()
+    broker.logs[0] = [b"1", b"2", b"3"]
+    wire = wire_with(broker)
+    broker.lso = 1
+    held = call(wire, q.Fetch("t0", 0, 1, isolation_level=1))
+    assert isinstance(held, Reply) and held.body.open_txn and held.body.high_watermark == 1
+    broker.lso = 3
+    done = call(wire, q.Fetch("t0", 0, 3, isolation_level=1))
+    assert isinstance(done, Reply) and not done.body.open_txn and done.body.high_watermark == 3
+    broker.lso = 1  # read_uncommitted reads to the high watermark: nothing is held back
+    plain = call(wire, q.Fetch("t0", 0, 3))
+    assert isinstance(plain, Reply) and not plain.body.open_txn and plain.body.high_watermark == 3
