@@ -19,9 +19,13 @@ The brokers close connections idle for 10 s (``connections.max.idle.ms``; Kafka'
 Metadata response no longer lists, which Kafka and our brokers do while a killed broker is
 fenced; if that broker was the cached group coordinator, send_offsets_to_transaction waits for a
 broker state change that never comes, past its timeout (confluentinc/librdkafka#5511, #5456: the
-coordinator request re-runs only when some broker connection goes up or down). With the idle
-timeout, the producer's idle connections are closed within seconds and it looks the coordinator
-up again, as it would against Kafka after 10 minutes.
+coordinator request re-runs only when some broker connection goes up or down). The same wait
+follows three COORDINATOR_NOT_AVAILABLE answers to its FindCoordinator (the retries of that
+request run out), e.g. while __consumer_offsets is being created in the first transaction; a
+wait longer than the transaction timeout ends in INVALID_PRODUCER_EPOCH for the TxnOffsetCommit
+(the coordinator aborted the transaction at a bumped epoch). With the idle timeout, the
+producer's idle connections are closed within seconds and it looks the coordinator up again, as
+it would against Kafka after 10 minutes.
 """
 
 from __future__ import annotations
