@@ -27,6 +27,9 @@ Accepted keys (anything else is an error naming the key):
 ``socket.request.max.bytes``                largest accepted request frame, default 100 MiB
 ``num.network.threads``                     processor threads per listener (socket I/O), default 3
 ``num.io.threads``                          request handlers per listener, default 8
+``connections.max.idle.ms``                 a connection with no request for this long is closed
+                                            by the node (both listeners), default 600000 as
+                                            Kafka's; -1: never
 ``clock.source``                            the clock the node's timers read (raft election and fetch
                                             timeouts, broker heartbeats and sessions, purgatory
                                             expiry): ``wall`` (default; Kafka's ``Time.milliseconds()``,
@@ -124,6 +127,7 @@ class NodeConfig:
     socket_request_max_bytes: int = 100 * 1024 * 1024
     num_network_threads: int = 3
     num_io_threads: int = 8
+    connections_max_idle_ms: int | None = 600_000  # None: never closed for idleness
     bugs: frozenset[str] = frozenset()
     seed: int | None = None
     volatile_writes: bool = False
@@ -153,6 +157,7 @@ _DEFAULTS: dict[str, str] = {
     "socket.request.max.bytes": str(100 * 1024 * 1024),
     "num.network.threads": "3",
     "num.io.threads": "8",
+    "connections.max.idle.ms": "600000",
     "kraftwerk.bugs": "",
     "kraftwerk.pre.vote": "false",
     "kraftwerk.seed": "",
@@ -401,6 +406,9 @@ def config_from_properties(props: Mapping[str, str]) -> NodeConfig:
         advertised = adv[others[0]]
         if advertised.port == 0 or advertised.host in ("0.0.0.0", "::"):
             raise ConfigError("advertised.listeners", "needs a concrete host and port")
+    idle_ms = _int("connections.max.idle.ms", p["connections.max.idle.ms"], -1)
+    if idle_ms == 0:
+        raise ConfigError("connections.max.idle.ms", "must be positive, or -1 (never)")
     clock_source = p["clock.source"].strip().lower()
     if clock_source not in CLOCK_SOURCES:
         raise ConfigError("clock.source", f"expected one of {', '.join(CLOCK_SOURCES)}, got {clock_source!r}")
@@ -419,6 +427,7 @@ def config_from_properties(props: Mapping[str, str]) -> NodeConfig:
         socket_request_max_bytes=_int("socket.request.max.bytes", p["socket.request.max.bytes"], 1024),
         num_network_threads=_int("num.network.threads", p["num.network.threads"], 1, 64),
         num_io_threads=_int("num.io.threads", p["num.io.threads"], 1, 256),
+        connections_max_idle_ms=None if idle_ms < 0 else idle_ms,
         bugs=_bugs("kraftwerk.bugs", p["kraftwerk.bugs"]),
         seed=_int("kraftwerk.seed", seed_text, -(2**63), 2**63 - 1) if seed_text else None,
         volatile_writes=_bool("kraftwerk.volatile.writes", p["kraftwerk.volatile.writes"]),

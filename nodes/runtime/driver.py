@@ -426,6 +426,7 @@ class NodeDriver:
             "socket_request_max_bytes": cfg.socket_request_max_bytes,
             "num_processors": cfg.num_network_threads,
             "num_handlers": cfg.num_io_threads,
+            "connections_max_idle": None if cfg.connections_max_idle_ms is None else cfg.connections_max_idle_ms / 1000,
         }
         self._controller_server = Server(
             self._raft_handler,

@@ -23,12 +23,16 @@ def kraftwerk(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[st
 
 
 @contextlib.contextmanager
-def local_cluster(parent: Path, nodes: int = 3) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """Start a cluster under `parent`; its directory and `cluster up`'s JSON. Always brought down."""
+def local_cluster(
+    parent: Path, nodes: int = 3, overrides: dict[str, str] | None = None
+) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Start a cluster under `parent` (node.properties ``overrides``, as `cluster up --override`); its
+    directory and `cluster up`'s JSON. Always brought down."""
     directory = parent / "cluster"
+    extra = [arg for key, value in (overrides or {}).items() for arg in ("--override", f"{key}={value}")]
     try:
         r = kraftwerk(
-            "cluster", "up", "--backend", "local", "--nodes", str(nodes), "--dir", str(directory), timeout=180
+            "cluster", "up", "--backend", "local", "--nodes", str(nodes), "--dir", str(directory), *extra, timeout=180
         )
         assert r.returncode == 0, r.stderr
         yield directory, json.loads(r.stdout)

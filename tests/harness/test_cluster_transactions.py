@@ -13,6 +13,19 @@ retriable commit is retried, an abortable one aborted, a fatal one (fenced, or t
 up) starts a new producer with the same transactional id, whose InitProducerId completes or
 aborts what the old one left; a transaction whose commit failed that way has an unknown outcome
 and must then be visible whole or not at all.
+
+The brokers close connections idle for 10 s (``connections.max.idle.ms``; Kafka's default is
+10 minutes). librdkafka (2.10 and later, at least up to 2.16) decommissions a broker that a
+Metadata response no longer lists, which Kafka and our brokers do while a killed broker is
+fenced; if that broker was the cached group coordinator, send_offsets_to_transaction waits for a
+broker state change that never comes, past its timeout (confluentinc/librdkafka#5511, #5456: the
+coordinator request re-runs only when some broker connection goes up or down). The same wait
+follows three COORDINATOR_NOT_AVAILABLE answers to its FindCoordinator (the retries of that
+request run out), e.g. while __consumer_offsets is being created in the first transaction; a
+wait longer than the transaction timeout ends in INVALID_PRODUCER_EPOCH for the TxnOffsetCommit
+(the coordinator aborted the transaction at a bumped epoch). With the idle timeout, the
+producer's idle connections are closed within seconds and it looks the coordinator up again, as
+it would against Kafka after 10 minutes.
 """
 
 from __future__ import annotations
@@ -44,11 +57,13 @@ pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 PARTITIONS = 3
 TXN_STATE_PARTITIONS = 5  # the coordinator's default partition count for __transaction_state
+IDLE_MS = "10000"  # connections.max.idle.ms of the brokers (see the module docstring)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
-    with local_cluster(tmp_path_factory.mktemp("txn-local")) as (directory, info):
+    overrides = {"connections.max.idle.ms": IDLE_MS}
+    with local_cluster(tmp_path_factory.mktemp("txn-local"), overrides=overrides) as (directory, info):
         yield directory, info["bootstrap"]
 
 

@@ -69,6 +69,12 @@ def test_defaults_follow_kafka() -> None:
     assert c.raft.retry_backoff_ms == 20 and c.queued_max_requests == 500
     assert c.socket_request_max_bytes == 100 * 1024 * 1024 and c.bugs == frozenset() and c.seed is None
     assert c.roles == {"controller", "broker"}
+    assert c.connections_max_idle_ms == 600_000  # Kafka's connections.max.idle.ms
+
+
+def test_connections_max_idle_ms() -> None:
+    assert config_from_properties(props(connections__max__idle__ms="10000")).connections_max_idle_ms == 10_000
+    assert config_from_properties(props(connections__max__idle__ms="-1")).connections_max_idle_ms is None
 
 
 def test_controller_only_role_and_custom_listener_names() -> None:
@@ -154,6 +160,8 @@ def test_overrides_and_bug_flags(tmp_path: Path) -> None:
         ("kraftwerk.fsync.delay.ms", "-1", "out of range"),
         ("kraftwerk.fsync.delay.ms", "0.5", "integer"),
         ("kraftwerk.seed", "abc", "integer"),
+        ("connections.max.idle.ms", "0", "positive, or -1"),
+        ("connections.max.idle.ms", "-2", "out of range"),
         ("controller.listener.names", "A,B", "one listener name"),
     ],
 )

@@ -59,8 +59,10 @@ class Cluster:
         volatile: bool = False,
         fsync_delay_ms: int = 0,
         clock_source: str = "wall",
+        connections_max_idle_ms: int | None = 600_000,
     ) -> None:
         self.base = base
+        self.connections_max_idle_ms = connections_max_idle_ms
         self.clock_source = clock_source
         self.volatile = volatile
         self.fsync_delay_ms = fsync_delay_ms
@@ -85,6 +87,7 @@ class Cluster:
             volatile_writes=self.volatile,
             fsync_delay_ms=self.fsync_delay_ms,
             clock_source=self.clock_source,
+            connections_max_idle_ms=self.connections_max_idle_ms,
         )
 
     def _driver(self, node_id: int) -> NodeDriver:
@@ -249,6 +252,26 @@ def test_bad_frames_close_only_that_connection(tmp_path: Path) -> None:
         assert leader.core is not None  # still running (leadership itself may move on a loaded machine)
 
     with_cluster(tmp_path, body)
+
+
+@pytest.mark.parametrize("idle_ms", [300, None])
+def test_connections_max_idle_ms_closes_idle_client_connections(tmp_path: Path, idle_ms: int | None) -> None:
+    """``connections.max.idle.ms`` reaches the listeners: a connection that sends nothing is closed
+    after it (a client then reconnects; librdkafka also re-runs its coordinator lookups on that
+    state change), and never when it is None (-1)."""
+
+    async def body(c: Cluster) -> None:
+        node = c.drivers[1]
+        reader, writer = await asyncio.open_connection(HOST, node.client_address.port)
+        try:
+            closed = await asyncio.wait_for(reader.read(), 2.0) == b""
+        except TimeoutError:
+            closed = False
+        finally:
+            writer.close()
+        assert closed is (idle_ms is not None)
+
+    with_cluster(tmp_path, body, n=1, connections_max_idle_ms=idle_ms)
 
 
 def test_describe_quorum_on_the_controller_listener(tmp_path: Path) -> None:
