@@ -186,3 +186,27 @@ def test_kafka_python_produces_and_consumes_through_a_leader_kill(cluster: tuple
         time.sleep(0.1)
     else:
         raise AssertionError(f"n{killed} did not catch up to {end}: {status}")
+
+
+def test_confluent_kafka_admin_lists_every_topic(cluster: tuple[Path, dict[str, Any]]) -> None:
+    """librdkafka's all-topics Metadata v12 request carries 3 bytes after its body; Kafka's broker
+    ignores them, and so must ours (it closed the connection: list_topics() failed with a transport
+    error)."""
+    confluent_admin = pytest.importorskip("confluent_kafka.admin")
+    bootstrap = cluster[1]["bootstrap"]
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        result = admin.create_topics([NewTopic("listed", 3, 3)])
+        assert [t["error_code"] for t in result["topics"]] == [0], result
+    finally:
+        admin.close()
+    client = confluent_admin.AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 30
+    while True:  # the new topic reaches every broker's metadata image within moments
+        listed = client.list_topics(timeout=20)  # raised KafkaException (transport failure) before the fix
+        topic = listed.topics.get("listed")
+        if (topic is not None and sorted(topic.partitions) == [0, 1, 2]) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert topic is not None and sorted(topic.partitions) == [0, 1, 2], listed.topics
+    assert len(listed.brokers) == 3

@@ -119,7 +119,7 @@ from .produce import (
     TopicProduceData,
     TopicProduceResponse,
 )
-from .schema import Message, ProtocolError, Struct, UnsupportedVersionError
+from .schema import Message, ProtocolError, Struct, UnsupportedVersionError, decode_message
 from .txn import (
     AddOffsetsToTxnRequest,
     AddOffsetsToTxnResponse,
@@ -380,8 +380,9 @@ def response_type(api_key: int) -> type[Message]:
 
 
 def decode_request(api_key: int, api_version: int, body: bytes | bytearray | memoryview) -> Message:
-    """A request body for (api_key, api_version)."""
-    return request_type(api_key).decode(body, api_version)
+    """A request body for (api_key, api_version). Bytes after the body are ignored, as Kafka's broker
+    ignores them (librdkafka 2.x sends 3 after an all-topics Metadata v12 request)."""
+    return decode_message(request_type(api_key), body, api_version, trailing_ok=True)
 
 
 def decode_response(api_key: int, api_version: int, body: bytes | bytearray | memoryview) -> Message:

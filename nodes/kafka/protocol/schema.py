@@ -501,11 +501,12 @@ class Message(Struct):
         return decode_message(cls, data, version)
 
 
-def decode_message(cls: type[S], data: bytes | bytearray | memoryview, version: int) -> S:
-    """`cls.decode` without subclass overrides: the whole of `data` as one `cls` at `version`."""
+def decode_message(cls: type[S], data: bytes | bytearray | memoryview, version: int, trailing_ok: bool = False) -> S:
+    """`cls.decode` without subclass overrides: the whole of `data` as one `cls` at `version`
+    (``trailing_ok``: bytes after it are ignored, as Kafka's broker ignores them after a request)."""
     cls.check_version(version)  # type: ignore[attr-defined]
     r = Reader(data)
     msg = decode_struct(cls, r, version, cls.is_flexible(version))  # type: ignore[attr-defined]
-    if not r.at_end():
+    if not r.at_end() and not trailing_ok:
         raise ProtocolError(f"{r.remaining} trailing byte(s) after {cls.__name__} v{version}")
     return msg

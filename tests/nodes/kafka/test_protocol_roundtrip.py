@@ -58,3 +58,16 @@ def test_round_trip_and_damage(cls: type[Message], version: int, data: st.DataOb
             mutated[data.draw(st.integers(0, len(mutated) - 1))] = data.draw(st.integers(0, 255))
     _decodes_or_decode_error(cls, bytes(mutated), version)
     _decodes_or_decode_error(cls, data.draw(st.binary(max_size=100), label="random"), version)
+
+
+def test_a_request_body_may_be_followed_by_bytes_kafka_ignores() -> None:
+    """librdkafka 2.x's all-topics Metadata v12 request, as captured: the body (null topics, two false
+    flags, no tags) and 3 more bytes. Kafka's broker ignores them; so does `decode_request` (a response,
+    which we decode as a client, stays strict)."""
+    from nodes.kafka import protocol as P
+
+    header, body = P.decode_request_frame(bytes.fromhex("0003000c00000003000772646b61666b610000000000010000"))
+    assert (header.api_key, header.api_version, header.client_id) == (3, 12, "rdkafka")
+    assert body.topics is None and body.allow_auto_topic_creation is False  # type: ignore[attr-defined]
+    with pytest.raises(ProtocolError, match="3 trailing"):
+        _strict(type(body), bytes.fromhex("00000000010000"), 12)
