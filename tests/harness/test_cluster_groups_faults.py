@@ -110,7 +110,7 @@ class Observer:
     def __init__(self, bootstrap: str, group: str, record: Record) -> None:
         self.bootstrap, self.group, self.record = bootstrap, group, record
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="observer")
+        self.thread = threading.Thread(target=self._run, name="observer", daemon=True)
         self.failures = 0
 
     def _run(self) -> None:
@@ -143,7 +143,7 @@ class Member:
         self.session = 0
         self.assigned: frozenset[int] = frozenset()
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name=f"member-{index}")
+        self.thread = threading.Thread(target=self._run, name=f"member-{index}", daemon=True)
 
     def assigned_now(self, partitions: list[int]) -> None:
         """Called by the client's rebalance callback: a new assignment (each one a new session)."""
@@ -276,7 +276,7 @@ class Producer:
         self.errors: list[str] = []
         self.sent = 0
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="producer")
+        self.thread = threading.Thread(target=self._run, name="producer", daemon=True)
 
     def _run(self) -> None:
         for i in itertools.count():

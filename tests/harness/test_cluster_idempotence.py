@@ -121,7 +121,7 @@ class LibrdkafkaReader:
         self.partitions: set[int] = set()  # read from so far: librdkafka validates a partition's position
         # with OffsetForLeaderEpoch only once it holds a leader epoch from a fetched record
         self.want: set[bytes] | None = None
-        self.thread = threading.Thread(target=self._run)
+        self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
@@ -236,7 +236,7 @@ def test_kafka_python_default_producer(cluster: tuple[Path, dict[str, Any]], fau
             futures.append(producer.send(topic, v))
             time.sleep(0.005)
 
-    thread = threading.Thread(target=produce)
+    thread = threading.Thread(target=produce, daemon=True)
     thread.start()
     node = inject(fault, directory, info, topic, lambda: len(futures))
     thread.join(120)
@@ -290,7 +290,7 @@ def test_confluent_kafka(cluster: tuple[Path, dict[str, Any]], idempotence: bool
             time.sleep(0.005)
 
     reader = LibrdkafkaReader(bootstrap, topic)
-    thread = threading.Thread(target=produce)
+    thread = threading.Thread(target=produce, daemon=True)
     thread.start()
     # the leader of partition 0 is killed once the consumer holds a position (and epoch) there
     node = inject(fault, directory, info, topic, lambda: handed if 0 in reader.partitions else 0)

@@ -49,7 +49,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python's importlib.resources use
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
     from kafka.admin import NewTopic
-    from kafka.errors import KafkaError
+    from kafka.errors import KafkaError, KafkaTimeoutError
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -224,19 +224,20 @@ class KafkaPythonTxnProducer:
             futures = [p.send(topic, v, partition=i * PARTITIONS // len(values)) for i, v in enumerate(values)]
             if self.offsets:
                 group = f"{self.txn_id}-group"
-                p.send_offsets_to_transaction({TopicPartition(topic, 0): OffsetAndMetadata(offset, "", -1)}, group)
+                offsets = {TopicPartition(topic, 0): OffsetAndMetadata(offset, "", -1)}
+                bounded(lambda: p.send_offsets_to_transaction(offsets, group))
             if commit:
-                p.commit_transaction()
+                bounded(p.commit_transaction)
                 ledger.end(txn, "committed")
                 failed = [v for v, f in zip(values, futures, strict=True) if f.failed()]
                 if failed:
                     ledger.drop(txn, failed)
             else:
-                p.abort_transaction()
+                bounded(p.abort_transaction)
                 ledger.end(txn, "aborted")
         except KafkaError as e:
             try:
-                p.abort_transaction()
+                bounded(p.abort_transaction)
                 ledger.end(txn, "aborted", f"abortable: {e!r}")
                 return
             except KafkaError as e2:
@@ -245,6 +246,29 @@ class KafkaPythonTxnProducer:
             with contextlib.suppress(KafkaError):
                 p.close(5)
             self._new()
+
+
+def bounded(call: Callable[[], Any], timeout: float = 60) -> Any:
+    """``call()``, or KafkaTimeoutError after ``timeout`` s: kafka-python's transactional calls take no
+    timeout, and one whose request was lost to a dying coordinator waits forever (see the class
+    docstring); an application then gives up on the instance, as the test does (a new one fences it)."""
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append((True, call()))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box.append((False, e))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not box:
+        raise KafkaTimeoutError(f"kafka-python call still blocked after {timeout:.0f} s")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
 
 
 PRODUCERS: dict[str, Callable[[str, str], Any]] = {
@@ -461,7 +485,7 @@ def test_transactions_survive_killing_a_partition_leader_and_the_coordinator(
             with contextlib.suppress(Exception):  # closing after a fault may fail; the ledger is what counts
                 producer.close()
 
-    thread = threading.Thread(target=produce)
+    thread = threading.Thread(target=produce, daemon=True)  # a stuck client must not keep pytest alive
     thread.start()
     try:
         wait = time.monotonic() + 60
