@@ -71,6 +71,16 @@ def cluster(
                 assert not any(left.pids().values()), f"still running: {left.pids()}"
 
 
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    """With kafka-python's admin client, replication factor 3."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        result = admin.create_topics([NewTopic(name, partitions, 3)])
+        assert [t["error_code"] for t in result["topics"]] == [0], result
+    finally:
+        admin.close()
+
+
 def producer(bootstrap: str, acks: Any, **kwargs: Any) -> KafkaProducer:
     return KafkaProducer(
         bootstrap_servers=bootstrap,
@@ -111,12 +121,7 @@ def test_kafka_python_produces_and_consumes_through_a_leader_kill(cluster: tuple
     bootstrap = info["bootstrap"]
     assert len(info["nodes"]) == 3
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-    try:
-        result = admin.create_topics([NewTopic("t", 1, 3)])
-        assert [t["error_code"] for t in result["topics"]] == [0], result
-    finally:
-        admin.close()
+    create_topic(bootstrap, "t", 1)
 
     # kafka-python's default producer is idempotent: it gets a producer id and writes with sequences
     default = KafkaProducer(bootstrap_servers=bootstrap, max_block_ms=10_000)
@@ -194,12 +199,7 @@ def test_confluent_kafka_admin_lists_every_topic(cluster: tuple[Path, dict[str, 
     error)."""
     confluent_admin = pytest.importorskip("confluent_kafka.admin")
     bootstrap = cluster[1]["bootstrap"]
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-    try:
-        result = admin.create_topics([NewTopic("listed", 3, 3)])
-        assert [t["error_code"] for t in result["topics"]] == [0], result
-    finally:
-        admin.close()
+    create_topic(bootstrap, "listed", 3)
     client = confluent_admin.AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + 30
     while True:  # the new topic reaches every broker's metadata image within moments
