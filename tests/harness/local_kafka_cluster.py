@@ -40,3 +40,16 @@ def local_cluster(
         down = kraftwerk("cluster", "down", "--dir", str(directory), "--timeout", "10")
         if down.returncode != 0 and (directory / "cluster.json").exists():
             cluster_local.down(directory, timeout=5)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 3) -> None:
+    """Create ``name`` (replication factor 3) with kafka-python's admin client; asserts it worked."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        result = admin.create_topics([NewTopic(name, partitions, 3)])
+        assert [t["error_code"] for t in result["topics"]] == [0], result
+    finally:
+        admin.close()

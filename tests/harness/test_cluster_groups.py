@@ -21,13 +21,12 @@ import pytest
 
 from nodes.broker.group_coordinator import partition_for
 from nodes.broker.group_messages import OFFSETS_TOPIC
-from tests.harness.local_kafka_cluster import kraftwerk, local_cluster
+from tests.harness.local_kafka_cluster import create_topic, kraftwerk, local_cluster
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KTP
-    from kafka.admin import NewTopic
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -42,15 +41,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, st
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
     with local_cluster(tmp_path_factory.mktemp("groups-local")) as (directory, info):
         yield directory, info["bootstrap"]
-
-
-def create_topic(bootstrap: str, topic: str) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-    try:
-        result = admin.create_topics([NewTopic(topic, PARTITIONS, 3)])
-        assert [t["error_code"] for t in result["topics"]] == [0], result
-    finally:
-        admin.close()
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes]) -> dict[bytes, tuple[int, int]]:

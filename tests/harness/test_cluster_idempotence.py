@@ -33,12 +33,11 @@ import pytest
 
 from harness import cluster_local
 from harness.db.nodes import describe_at
-from tests.harness.local_kafka_cluster import kraftwerk, local_cluster
+from tests.harness.local_kafka_cluster import create_topic, kraftwerk, local_cluster
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python's importlib.resources use
-    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-    from kafka.admin import NewTopic
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.errors import KafkaError
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -53,15 +52,6 @@ MESSAGES = 400
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, Any]]]:
     with local_cluster(tmp_path_factory.mktemp("idem-local")) as found:
         yield found
-
-
-def create_topic(bootstrap: str, name: str) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-    try:
-        result = admin.create_topics([NewTopic(name, PARTITIONS, 3)])
-        assert [t["error_code"] for t in result["topics"]] == [0], result
-    finally:
-        admin.close()
 
 
 def read_back(bootstrap: str, topic: str, want: set[bytes]) -> list[bytes]:

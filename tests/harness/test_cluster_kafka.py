@@ -19,13 +19,12 @@ import pytest
 from harness import cluster_local, cluster_remote
 from harness.db.nodes import describe_at
 from tests.harness.backends.clusters import node_image  # noqa: F401 - fixture
-from tests.harness.local_kafka_cluster import kraftwerk
+from tests.harness.local_kafka_cluster import create_topic, kraftwerk
 from tests.harness.runner import realtest
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python's importlib.resources use
-    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-    from kafka.admin import NewTopic
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.errors import KafkaError
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -69,16 +68,6 @@ def cluster(
             if (directory / "cluster.json").exists():
                 left = cluster_local.LocalCluster.attach(directory)
                 assert not any(left.pids().values()), f"still running: {left.pids()}"
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    """With kafka-python's admin client, replication factor 3."""
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-    try:
-        result = admin.create_topics([NewTopic(name, partitions, 3)])
-        assert [t["error_code"] for t in result["topics"]] == [0], result
-    finally:
-        admin.close()
 
 
 def producer(bootstrap: str, acks: Any, **kwargs: Any) -> KafkaProducer:

@@ -43,12 +43,11 @@ from typing import Any
 import pytest
 
 from nodes.broker.coordinator_base import partition_for
-from tests.harness.local_kafka_cluster import kraftwerk, local_cluster
+from tests.harness.local_kafka_cluster import create_topic, kraftwerk, local_cluster
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python's importlib.resources use
-    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
-    from kafka.admin import NewTopic
+    from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
     from kafka.errors import KafkaError, KafkaTimeoutError
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -65,15 +64,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, st
     overrides = {"connections.max.idle.ms": IDLE_MS}
     with local_cluster(tmp_path_factory.mktemp("txn-local"), overrides=overrides) as (directory, info):
         yield directory, info["bootstrap"]
-
-
-def create_topic(bootstrap: str, name: str) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-    try:
-        result = admin.create_topics([NewTopic(name, PARTITIONS, 3)])
-        assert [t["error_code"] for t in result["topics"]] == [0], result
-    finally:
-        admin.close()
 
 
 # -- what the producers did --------------------------------------------------------------------
