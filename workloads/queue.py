@@ -297,6 +297,22 @@ ServedBatch = tuple[int, int, bool, bool, Sequence[tuple[int, "bytes | None"]]]
 # (base offset, producer id, transactional, control, its (offset, value) records) as a transport decodes a batch
 
 
+def fetched(
+    batches: Sequence[ServedBatch],
+    aborted: Sequence[tuple[int, int]] | None,
+    read_committed: bool,
+    last_stable_offset: int,
+    high_watermark: int,
+) -> Fetched:
+    """A partition's successful fetch answer as the client sees it (every transport builds it here):
+    the records a consumer returns (`visible_records`), its end, and whether an open transaction
+    holds the last stable offset below the high watermark (read_committed only)."""
+    records, end = visible_records(batches, aborted)
+    visible = last_stable_offset if read_committed else high_watermark
+    held = read_committed and 0 <= last_stable_offset < high_watermark
+    return Fetched(0, "none", visible, records, end, held)
+
+
 def visible_records(
     batches: Sequence[ServedBatch], aborted: Sequence[tuple[int, int]] | None
 ) -> tuple[tuple[tuple[int, bytes | None], ...], int]:

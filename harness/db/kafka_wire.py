@@ -217,11 +217,7 @@ class KafkaWire:
             for batch in iter_batches(part.records or b"")
         ]
         aborted = [(a.producer_id, a.first_offset) for a in part.aborted_transactions or ()]
-        records, end = q.visible_records(served, aborted)
-        committed = body.isolation_level == 1
-        visible = part.last_stable_offset if committed else part.high_watermark
-        held = committed and 0 <= part.last_stable_offset < part.high_watermark
-        return Fetched(0, "none", visible, records, end, held)
+        return q.fetched(served, aborted, body.isolation_level == 1, part.last_stable_offset, part.high_watermark)
 
     async def _create(self, node: str, body: CreateTopic, timeout: float) -> TopicCreated:
         topic = kp.CreatableTopic(

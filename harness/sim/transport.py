@@ -254,11 +254,9 @@ def broker_answer(body: Any, response: Any) -> Any:
             return queue.Fetched(int(part.error), part.error.name.lower())
         # one record per batch: its data is the value itself (a control batch's is the marker)
         served = [_served(b) for b in part.batches]
-        records, end = queue.visible_records(served, part.aborted_transactions)
-        committed = body.isolation_level == 1
-        visible = part.last_stable_offset if committed else part.high_watermark
-        held = committed and 0 <= part.last_stable_offset < part.high_watermark
-        return queue.Fetched(0, "none", visible, records, end, held)
+        return queue.fetched(
+            served, part.aborted_transactions, body.isolation_level == 1, part.last_stable_offset, part.high_watermark
+        )
     if isinstance(body, queue.InitProducerId):
         error = response.error
         return queue.ProducerId(int(error), error.name.lower(), response.producer_id, response.producer_epoch)
