@@ -136,6 +136,18 @@ TXN_DEFINITE = frozenset({47, 48, 90})  # INVALID_PRODUCER_EPOCH, INVALID_TXN_ST
 TXN_RETRY = COORDINATOR_ERRORS | {CONCURRENT_TRANSACTIONS, 7}  # EndTxn again (7: REQUEST_TIMED_OUT)
 # the requests to a (transaction or group) coordinator that are sent again while it loads
 LOAD_RETRY_STAGES = frozenset({"t-init", "t-add", "t-offsets", "t-txoffsets", "t-end"})
+# A transaction coordinator that is gone (no answer, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR) is looked
+# up again and the request sent to the one found, as Kafka's TransactionManager does, after 0.1 s doubling
+# to 1 s, REFIND_TRIES times within one op (2.5 s of backoff); then the op fails (or aborts).
+REFIND_ERRORS = frozenset({15, 16})
+REFIND_BACKOFF_S = (0.1, 1.0)
+REFIND_TRIES = 5
+REFIND_STAGES = {
+    "t-find": "find-coordinator",
+    "t-init": "init-producer-id",
+    "t-add": "add-partitions",
+    "t-offsets": "add-offsets",
+}
 
 
 def validate_assignment(
@@ -634,6 +646,8 @@ class _Txn:
     zombie_asked: bool = False
     busy: int = 0  # requests answered CONCURRENT_TRANSACTIONS and sent again
     loading: int = 0  # requests answered COORDINATOR_LOAD_IN_PROGRESS and sent again
+    refinds: int = 0  # coordinator lookups after the coordinator was gone
+    resend: tuple[str, Any] | None = None  # the (stage, body) to send to the coordinator found again
 
 
 class QueueClient:
@@ -1268,6 +1282,23 @@ class QueueClient:
             return self._request("t-efind", self._random_node(), FindCoordinator(p.transactional_id, 1))
         return self._request("t-end", p.coordinator, EndTxn(p.transactional_id, *p.id, True))
 
+    def _txn_refind(self, reason: str, failed: str | None = None) -> Step:
+        """Look the transaction coordinator up again after a backoff, or give up: the op fails, or the
+        transaction aborts once it has begun. `failed`: the stage whose coordinator was gone (else the
+        lookup itself failed, and the stage it serves is the one to resend, if any)."""
+        t, p = self.t, self.txp
+        assert t is not None
+        if failed is None:
+            failed = t.resend[0] if t.resend is not None else "t-find"
+        if t.refinds >= REFIND_TRIES:
+            t.resend = None
+            what = f"{REFIND_STAGES[failed]}: {reason}"
+            return self._txn_done("fail", t.mops, what) if failed in ("t-find", "t-init") else self._txn_abort(what)
+        backoff = min(REFIND_BACKOFF_S[0] * 2**t.refinds, REFIND_BACKOFF_S[1])
+        t.refinds += 1
+        body = FindCoordinator(p.transactional_id, 1)
+        return self._request("t-refind", self._random_node(), body, backoff_s=backoff)
+
     def _txn_unknown(self, reason: str) -> Completion:
         """EndTxn commit got no definite answer: `info` if one attempt may have been applied, else `fail`."""
         t = self.t
@@ -1281,16 +1312,25 @@ class QueueClient:
         body = answer.body if isinstance(answer, Reply) else None
         reason = answer.reason if isinstance(answer, Failure) else getattr(body, "error_name", "no answer")
         error = -1 if body is None else getattr(body, "error", 0)
-        if stage in ("t-find", "t-efind"):
+        if stage in ("t-find", "t-efind", "t-refind"):
             node = body.node if body is not None and error == 0 else None
             if node is None or node not in self.workload.nodes:
                 if stage == "t-efind":
                     return self._txn_end_commit() if t.tries < END_TXN_TRIES else self._txn_unknown(reason)
-                return self._txn_done("fail", t.mops, f"find-coordinator: {reason}")
+                return self._txn_refind(reason)
             p.coordinator = node
             if stage == "t-efind":
                 return self._request("t-end", node, EndTxn(p.transactional_id, *p.id, True))  # type: ignore[misc]
+            if stage == "t-refind" and t.resend is not None:
+                resend, t.resend = t.resend, None
+                return self._request(resend[0], node, resend[1])
             return self._txn_ready()
+        if stage in REFIND_STAGES and (body is None or error in REFIND_ERRORS):
+            p.coordinator = None
+            last = self._last
+            assert last is not None
+            t.resend = (stage, last.body) if stage != "t-init" else None  # t-init: the id found may differ
+            return self._txn_refind(reason, stage)
         if error == CONCURRENT_TRANSACTIONS and stage in ("t-init", "t-add", "t-offsets") and t.busy < BUSY_TRIES:
             t.busy += 1
             last = self._last

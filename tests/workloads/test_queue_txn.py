@@ -4,6 +4,7 @@ simulated runs judged by checkers.txn_queue."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -281,6 +282,58 @@ def test_coordinator_load_in_progress_is_asked_again_after_a_growing_bounded_bac
     assert (again.node, again.body, again.backoff_s) == ("n2", end.body, 0.2)
     done = c.receive(Reply(OK))
     assert done.type == "ok" and done.value == [["send", "t0-1", [3, 6]]]
+
+
+def test_a_gone_coordinator_is_looked_up_again_and_the_request_sent_to_the_new_one() -> None:
+    """As Kafka's TransactionManager: no answer, COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR from the
+    transaction coordinator is not a failed op but a new FindCoordinator (0.1 s doubling to 1 s), and the
+    same request to the coordinator found; REFIND_TRIES lookups per op, then the op fails or aborts."""
+    find = q.FindCoordinator("kraftwerk-txn-3", 1)
+    w = txn_workload()
+    c = w.client(3, 3)
+    c.txn_rng.random = lambda: 0.99  # type: ignore[method-assign]
+    c.consumer.assign(["t0-0"])
+    c.txp.coordinator = "n2"
+    op = {"f": "txn", "key": None, "value": [["send", "t0-1", 5]]}
+    init = c.invoke(op)
+    assert init.body == q.InitProducerId("kraftwerk-txn-3", q.TXN_TIMEOUT_MS)
+    step = c.receive(Failure("connect: kafka n2: cannot connect", sent=False))
+    assert isinstance(step, Request) and (step.body, step.backoff_s) == (find, 0.1) and c.txp.coordinator is None
+    step = c.receive(Reply(q.CoordinatorFound(15, "coordinator_not_available")))  # the lookup itself fails
+    assert (step.body, step.backoff_s) == (find, 0.2)
+    step = c.receive(Reply(q.CoordinatorFound(0, "none", "n3")))
+    assert (step.node, step.body, step.backoff_s) == ("n3", init.body, 0.0)
+    step = c.receive(Reply(q.ProducerId(0, "none", 11, 0)))
+    c.leaders = {"t0-1": "n1"}
+    assert isinstance(step, Request) and isinstance(step.body, q.AddPartitionsToTxn) and step.node == "n3"
+    add = step.body
+    step = c.receive(Reply(q.TxnAnswer(16, "not_coordinator")))  # moved mid-transaction: AddPartitions again
+    assert (step.body, step.backoff_s) == (find, 0.4)
+    step = c.receive(Reply(q.CoordinatorFound(0, "none", "n1")))
+    assert (step.node, step.body) == ("n1", add)
+    assert isinstance(c.receive(Reply(OK)).body, q.Produce)
+    assert c.receive(Reply(q.Produced(0, "none", 3))).body == q.EndTxn("kraftwerk-txn-3", 11, 0, True)
+    assert c.receive(Reply(OK)).type == "ok"
+    # the lookups run out: before the transaction began the op fails, after it the transaction aborts
+    c.txp.coordinator, c.txp.id = "n2", None
+    c.invoke(op)
+    backoffs = []
+    for _ in range(q.REFIND_TRIES):
+        step = c.receive(Failure("timeout", sent=True))
+        assert isinstance(step, Request) and step.body == find
+        backoffs.append(step.backoff_s)
+    assert backoffs == [0.1, 0.2, 0.4, 0.8, 1.0]
+    done = c.receive(Failure("timeout", sent=True))
+    assert isinstance(done, Completion) and (done.type, done.error) == ("fail", "find-coordinator: timeout")
+    c.txp.coordinator, c.txp.id = "n2", (11, 1)
+    c.invoke(op)
+    for _ in range(q.REFIND_TRIES):
+        step = c.receive(Reply(q.TxnAnswer(15, "coordinator_not_available")))
+        step = c.receive(Reply(q.CoordinatorFound(0, "none", "n2")))
+        assert (step.node, step.body) == ("n2", dataclasses.replace(add, producer_epoch=1))
+    done = c.receive(Reply(q.TxnAnswer(15, "coordinator_not_available")))
+    assert isinstance(done, Completion) and done.type == "fail"
+    assert done.error == "add-partitions: coordinator_not_available" and c.txp.id is None
 
 
 def sim_spec(seed: int, **kw: Any) -> TestSpec:
