@@ -625,6 +625,7 @@ class _Txn:
 
     mops: list[list[Any]]
     final: bool = False  # a final-drain poll: no transaction
+    init: bool = False  # the setup's txn-init: the coordinators and a producer id, no transaction
     out: list[list[Any]] = field(default_factory=list)  # the completed micro-ops so far
     i: int = 0  # the micro-op under way
     abort: bool = False  # aborts by choice
@@ -715,6 +716,9 @@ class QueueClient:
             return self._commit()
         if f == "txn":
             return self._txn_start(value)
+        if f == "txn-init":
+            self.t = _Txn([], init=True, start_positions=dict(self.consumer.positions))
+            return self._txn_ready()
         if f == "poll" and key is None:
             return self._group_poll()
         if f == "create-topic":
@@ -1244,6 +1248,10 @@ class QueueClient:
         assert t is not None
         if t.final:
             return self._txn_done("ok", t.out)
+        if t.init:
+            if p.group_coordinator is None:
+                return self._request("t-ginit", self._random_node(), FindCoordinator(TXN_GROUP))
+            return self._txn_done("ok", None)
         if t.crash:
             p.reset()  # the successor re-inits: the epoch bump aborts this transaction and fences the zombie
             return self._txn_done("fail", t.mops, "crash")
@@ -1382,6 +1390,12 @@ class QueueClient:
             if p.group_coordinator is None:
                 return self._request("t-gfind", self._random_node(), FindCoordinator(TXN_GROUP))
             return self._txn_commit_offsets()
+        if stage == "t-ginit":
+            node = body.node if body is not None and error == 0 else None
+            if node is None or node not in self.workload.nodes:
+                return self._txn_done("fail", None, f"find-group-coordinator: {reason}")
+            p.group_coordinator = node
+            return self._txn_done("ok", None)
         if stage == "t-gfind":
             node = body.node if body is not None and error == 0 else None
             if node is None or node not in self.workload.nodes:
@@ -1626,6 +1640,29 @@ class _Setup(gen.Generator):
         return self
 
 
+class _TxnInit(gen.Generator):
+    """One thread's `txn-init` (its producer's coordinator, producer id and the group's coordinator),
+    asked again SETUP_RETRY_S after a failure until it is ok. Immutable: `each_thread` copies it."""
+
+    def __init__(self, workload: QueueWorkload, busy: bool = False, not_before: int = 0) -> None:
+        self.workload, self.busy, self.not_before = workload, busy, not_before
+
+    def op(self, ctx: gen.Context) -> gen.Result:
+        if self.busy or not ctx.free:
+            return gen.PENDING, self
+        out = gen.fill({"f": "txn-init", "key": None, "value": None, "time": max(ctx.time, self.not_before)}, ctx)
+        return out, self if out is gen.PENDING else _TxnInit(self.workload, True, self.not_before)
+
+    def update(self, ctx: gen.Context, event: Op) -> gen.Generator | None:
+        typ = event.get("type")
+        if typ == "ok":
+            return None
+        if typ not in ("fail", "info"):
+            return self
+        self.workload.setup_error = f"txn-init: {event.get('error')}"
+        return _TxnInit(self.workload, False, event["time"] + int(SETUP_RETRY_S * gen.SECOND))
+
+
 class _Drain(gen.Generator):
     """One thread's final phase: assign its partitions (positions back to 0), then poll each to its end.
 
@@ -1789,8 +1826,11 @@ class QueueWorkload:
         return gen.Fn(self._next)
 
     def setup(self) -> gen.Generator | None:
-        """Create the topic, then wait until every node sees every partition led (not in the history)."""
-        return gen.on_threads(lambda t: t == 0, _Setup(self))
+        """Create the topic, then wait until every node sees every partition led (not in the history).
+        --txn: then every thread inits its transactional producer, as a Kafka application calls
+        initTransactions() before its first transaction."""
+        topic = gen.on_threads(lambda t: t == 0, _Setup(self))
+        return gen.phases(topic, gen.each_thread(_TxnInit(self))) if self.txn else topic
 
     def final(self, keys: Sequence[Any], threads: int) -> gen.Generator | None:
         """Every partition (not only the ones the history names) drained by the client threads."""

@@ -80,6 +80,52 @@ def test_a_fresh_producer_finds_its_coordinator_and_inits_with_its_transactional
     assert isinstance(step, Request) and isinstance(step.body, q.Metadata)  # the poll looks for t0-0's leader
 
 
+def test_the_setup_inits_every_threads_producer_before_the_first_transaction() -> None:
+    """As an application calls initTransactions(): `txn-init` finds the transaction coordinator, gets a
+    producer id and finds the transactions' group coordinator, drawing no abort or crash; the next
+    transaction starts at AddPartitionsToTxn. Without it, a thread's first transaction waited out the
+    internal topics' creation, for a time that differs between runtimes."""
+    w = txn_workload()
+    c = w.client(3, 3)
+    c.txn_rng.random = lambda: pytest.fail("txn-init draws no abort or crash")  # type: ignore[method-assign]
+    step = c.invoke({"f": "txn-init", "key": None, "value": None})
+    assert step.body == q.FindCoordinator("kraftwerk-txn-3", 1)
+    step = c.receive(Reply(q.CoordinatorFound(0, "none", "n2")))
+    assert (step.node, step.body) == ("n2", q.InitProducerId("kraftwerk-txn-3", q.TXN_TIMEOUT_MS))
+    step = c.receive(Reply(q.ProducerId(0, "none", 11, 0)))
+    assert step.body == q.FindCoordinator(q.TXN_GROUP)
+    step = c.receive(Reply(q.CoordinatorFound(15, "coordinator_not_available")))
+    assert isinstance(step, Completion) and (step.type, step.error) == (
+        "fail",
+        "find-group-coordinator: coordinator_not_available",
+    )
+    c.invoke({"f": "txn-init", "key": None, "value": None})  # asked again: only the group is still to find
+    done = c.receive(Reply(q.CoordinatorFound(0, "none", "n1")))
+    assert isinstance(done, Completion) and done.type == "ok"
+    assert (c.txp.coordinator, c.txp.id, c.txp.group_coordinator) == ("n2", (11, 0), "n1")
+    c.txn_rng.random = lambda: 0.99  # type: ignore[method-assign]
+    c.leaders = {"t0-1": "n3"}
+    step = c.invoke({"f": "txn", "key": None, "value": [["send", "t0-1", 5]]})
+    assert isinstance(step.body, q.AddPartitionsToTxn)
+    # the setup: the topic first (thread 0), then each thread's txn-init until it is ok
+    setup = w.setup()
+    assert setup is not None
+    ctx = gen.Context(0, {0: 0, 1: 1}, frozenset({0, 1}), random.Random(1))
+    fs = []
+    for _ in range(8):
+        r = setup.op(ctx)
+        if r is None or r[0] is gen.PENDING:
+            break
+        op, setup = r
+        fs.append(op["f"])
+        done = {"ok": True, "value": {"t0-0": "n1", "t0-1": "n1", "t0-2": "n1"} if op["f"] == "topic-ready" else None}
+        setup = setup.update(ctx, {**op, "type": "invoke"}) or setup
+        setup = setup.update(ctx, {**op, "type": "ok", "value": done["value"]})
+        if setup is None:
+            break
+    assert fs == ["create-topic", "topic-ready", "topic-ready", "topic-ready", "txn-init", "txn-init"]
+
+
 def test_a_committed_transaction_adds_partitions_produces_polls_read_committed_and_commits_offsets() -> None:
     w = txn_workload()
     c = ready_client(w)
