@@ -1055,9 +1055,9 @@ class QueueClient:
                 return self._done("fail", None, body.error_name)
             return self._ensure_member()
         if stage == "g-find":
-            if error != 0 or body.node is None or body.node not in self.workload.nodes:
+            c.coordinator = self._found(body, error)
+            if c.coordinator is None:
                 return self._done("fail", None, body.error_name if error else "unknown-coordinator")
-            c.coordinator = body.node
             return self._ensure_member()
         if error == UNKNOWN_MEMBER_ID:
             c.rejoin(forget_member=True)
@@ -1307,6 +1307,11 @@ class QueueClient:
         body = FindCoordinator(p.transactional_id, 1)
         return self._request("t-refind", self._random_node(), body, backoff_s=backoff)
 
+    def _found(self, body: Any, error: int) -> str | None:
+        """The coordinator a FindCoordinator answer names, if it is one of the test's nodes."""
+        node = body.node if body is not None and error == 0 else None
+        return node if node in self.workload.nodes else None
+
     def _txn_unknown(self, reason: str) -> Completion:
         """EndTxn commit got no definite answer: `info` if one attempt may have been applied, else `fail`."""
         t = self.t
@@ -1321,8 +1326,8 @@ class QueueClient:
         reason = answer.reason if isinstance(answer, Failure) else getattr(body, "error_name", "no answer")
         error = -1 if body is None else getattr(body, "error", 0)
         if stage in ("t-find", "t-efind", "t-refind"):
-            node = body.node if body is not None and error == 0 else None
-            if node is None or node not in self.workload.nodes:
+            node = self._found(body, error)
+            if node is None:
                 if stage == "t-efind":
                     return self._txn_end_commit() if t.tries < END_TXN_TRIES else self._txn_unknown(reason)
                 return self._txn_refind(reason)
@@ -1390,18 +1395,13 @@ class QueueClient:
             if p.group_coordinator is None:
                 return self._request("t-gfind", self._random_node(), FindCoordinator(TXN_GROUP))
             return self._txn_commit_offsets()
-        if stage == "t-ginit":
-            node = body.node if body is not None and error == 0 else None
-            if node is None or node not in self.workload.nodes:
-                return self._txn_done("fail", None, f"find-group-coordinator: {reason}")
+        if stage in ("t-gfind", "t-ginit"):  # the group's coordinator, for a transaction or the setup's txn-init
+            node = self._found(body, error)
+            if node is None:
+                what = f"find-group-coordinator: {reason}"
+                return self._txn_abort(what) if stage == "t-gfind" else self._txn_done("fail", None, what)
             p.group_coordinator = node
-            return self._txn_done("ok", None)
-        if stage == "t-gfind":
-            node = body.node if body is not None and error == 0 else None
-            if node is None or node not in self.workload.nodes:
-                return self._txn_abort(f"find-group-coordinator: {reason}")
-            p.group_coordinator = node
-            return self._txn_commit_offsets()
+            return self._txn_commit_offsets() if stage == "t-gfind" else self._txn_done("ok", None)
         if stage == "t-txoffsets":
             if error != 0:
                 if error in COORDINATOR_ERRORS or body is None:

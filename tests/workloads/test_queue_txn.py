@@ -118,9 +118,9 @@ def test_the_setup_inits_every_threads_producer_before_the_first_transaction() -
             break
         op, setup = r
         fs.append(op["f"])
-        done = {"ok": True, "value": {"t0-0": "n1", "t0-1": "n1", "t0-2": "n1"} if op["f"] == "topic-ready" else None}
-        setup = setup.update(ctx, {**op, "type": "invoke"}) or setup
-        setup = setup.update(ctx, {**op, "type": "ok", "value": done["value"]})
+        led = {"t0-0": "n1", "t0-1": "n1", "t0-2": "n1"} if op["f"] == "topic-ready" else None
+        setup = setup.update(ctx, {**op, "type": "invoke"})
+        setup = setup.update(ctx, {**op, "type": "ok", "value": led})
         if setup is None:
             break
     assert fs == ["create-topic", "topic-ready", "topic-ready", "topic-ready", "txn-init", "txn-init"]
