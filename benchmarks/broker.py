@@ -43,7 +43,7 @@ import psutil  # noqa: E402
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kafka.admin import NewTopic  # noqa: E402
 
-from harness import cluster_local  # noqa: E402
+from harness.real import cluster_local  # noqa: E402
 
 
 def pct(values: list[float], p: float) -> float:

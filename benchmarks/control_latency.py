@@ -26,11 +26,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.backends.docker import DockerBackend  # noqa: E402
-from harness.backends.netns import NetnsBackend  # noqa: E402
-from harness.control.base import DaemonSpec, Transport  # noqa: E402
-from harness.control.docker import DockerTransport  # noqa: E402
-from harness.control.netns import NetnsTransport  # noqa: E402
+from harness.real.backends.docker import DockerBackend  # noqa: E402
+from harness.real.backends.netns import NetnsBackend  # noqa: E402
+from harness.real.control.base import DaemonSpec, Transport  # noqa: E402
+from harness.real.control.docker import DockerTransport  # noqa: E402
+from harness.real.control.netns import NetnsTransport  # noqa: E402
 
 
 def timed(fn: Callable[[], object], repeat: int, before: Callable[[], object] | None = None) -> list[float]:

@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path[0] = str(Path(__file__).resolve().parent.parent)  # benchmarks/checkers.py must not shadow checkers/
 
-from harness.checks import check_run  # noqa: E402
+from harness.core.checks import check_run  # noqa: E402
+from harness.core.spec import TestSpec  # noqa: E402
 from harness.sim.cluster import Simulation  # noqa: E402
-from harness.spec import TestSpec  # noqa: E402
 
 
 def one(seed: int, workload: str, nemeses: list[str], time_limit: float, bugs: list[str]) -> dict:

@@ -14,7 +14,7 @@ p50/p95/p99 over all and p50 per f; info = operations whose outcome is unknown (
     .venv/bin/python benchmarks/etcd_register.py --summarize STORE   # the same table from stored runs
 
 `--clocktrace` compares etcd with etcd under clocktrace instead (etcd vs our nodes otherwise): the same
-shape with every member run as under clock faults (harness.nemesis.clocktrace: each wall-clock read a
+shape with every member run as under clock faults (harness.real.faults.clocktrace: each wall-clock read a
 seccomp stop answered by the tracer) but no clock fault, so the difference is the tracer's cost.
 
     .venv/bin/python benchmarks/etcd_register.py --clocktrace --backend local --shapes clean,open
@@ -40,8 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.commands.test import describe, reproduce_command, run_real_test  # noqa: E402
-from harness.spec import TestSpec  # noqa: E402
-from harness.store import new_run, write_json  # noqa: E402
+from harness.core.spec import TestSpec  # noqa: E402
+from harness.store.runs import new_run, write_json  # noqa: E402
 
 SHAPES: dict[str, dict[str, Any]] = {
     "clean": {"nemeses": (), "rate": 100.0},
@@ -123,7 +123,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 @contextlib.contextmanager
 def members_under_clocktrace() -> Iterator[None]:
     """etcd members started as under clock faults (EtcdDB(clock=True)) whatever the nemeses."""
-    from harness.runner import run as runner
+    from harness.real import run as runner
 
     make_db = runner.make_db
 

@@ -1,7 +1,7 @@
 """Simulated runs per second on one process, on local[N] and on a Spark cluster; analyze on the cluster.
 
 Every mode runs the same TestSpecs (register workload, 5 nodes, the default nemeses, --time-limit
-simulated seconds each, seeds --seed…) through `harness.fleet.run_fleet`, storing every run, and
+simulated seconds each, seeds --seed…) through `harness.tools.fleet.run_fleet`, storing every run, and
 reports runs per second and simulated seconds per wall second (the wall time includes starting
 Spark and its executors: what a user waits for). The cluster is `kraftwerk spark up --workers W`
 on this machine's containers unless --master names one. Then `kraftwerk analyze` reads the
@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the project, before benchmarks/checkers.py
 
-from harness.fleet import run_fleet  # noqa: E402
-from harness.spec import TestSpec  # noqa: E402
+from harness.core.spec import TestSpec  # noqa: E402
+from harness.tools.fleet import run_fleet  # noqa: E402
 
 
 def specs(first: int, count: int, time_limit: float) -> list[TestSpec]:
@@ -66,7 +66,7 @@ def main() -> int:
             runs = specs(args.seed, args.runs, args.time_limit)
             rows.append(measure(f"local[{args.local}]", runs, work / "local", f"local[{args.local}]"))
         if modes & {"cluster", "analyze"} and master is None:
-            from harness.spark_cluster import up
+            from harness.tools.spark_cluster import up
 
             t = time.monotonic()
             master = up(args.workers, work / "cluster", name=name).master_url
@@ -87,7 +87,7 @@ def main() -> int:
             analyzed = (result.analysed, time.monotonic() - t, result.ops)
     finally:
         if started_cluster:
-            from harness.spark_cluster import down
+            from harness.tools.spark_cluster import down
 
             down(name)
     load = os.getloadavg()[0]

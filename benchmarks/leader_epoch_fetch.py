@@ -18,9 +18,9 @@ import json
 import time
 from collections import Counter
 
+from harness.core.spec import TestSpec
 from harness.nemesis.schedule import ALL, parse_nemeses
-from harness.simrun import simulate
-from harness.spec import TestSpec
+from harness.sim.runs import simulate
 
 ERRORS = ("offset_out_of_range", "fenced_leader_epoch", "unknown_leader_epoch", "stale-metadata")
 

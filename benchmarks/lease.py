@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project, before benchmarks/checkers.py
 
-from harness.simrun import simulate  # noqa: E402
-from harness.spec import TestSpec  # noqa: E402
+from harness.core.spec import TestSpec  # noqa: E402
+from harness.sim.runs import simulate  # noqa: E402
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """What the packet nemesis costs and does between two real nodes: no fault, iptables loss, and the NFQUEUE shaper.
 
 Two hosts of a real backend (network namespaces, or containers): n1 runs a sink/echo server; n2
-measures, with each packet fault on what n2 sends n1 (`harness.nemesis.real_net.PacketNemesis`,
+measures, with each packet fault on what n2 sends n1 (`harness.real.faults.net.PacketNemesis`,
 method auto — the NFQUEUE shaper on a kernel without sch_netem):
 
 - round trip of 1 byte (median / p90 over --trips, in ms, on one connection);
@@ -26,9 +26,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.backends.base import Host  # noqa: E402
-from harness.control.base import DaemonSpec  # noqa: E402
-from harness.nemesis.real_net import PacketNemesis  # noqa: E402
+from harness.real.backends.base import Host  # noqa: E402
+from harness.real.control.base import DaemonSpec  # noqa: E402
+from harness.real.faults.net import PacketNemesis  # noqa: E402
 
 PORT = 7300
 SERVER = """
@@ -90,12 +90,12 @@ def main() -> None:
     print(f"machine: {platform.node()} — {os.cpu_count()} cores, kernel {platform.release()}; {uptime}")
     print(f"backend {args.backend}; {args.trips} round trips of 1 byte, {args.megabytes:g} MB bulk n2 → n1\n")
     if args.backend == "docker":
-        from harness.backends.docker import DockerBackend
-        from harness.image import build
+        from harness.real.backends.docker import DockerBackend
+        from harness.real.image import build
 
         backend: Any = DockerBackend(image=build().tag)
     else:
-        from harness.backends.netns import NetnsBackend
+        from harness.real.backends.netns import NetnsBackend
 
         backend = NetnsBackend()
     with backend:

@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.cluster_local import LocalCluster  # noqa: E402
 from harness.db.nodes import FAST_ELECTIONS as FAST  # noqa: E402
+from harness.real.cluster_local import LocalCluster  # noqa: E402
 from nodes.runtime.kvclient import KvClusterClient  # noqa: E402
 
 DEFAULT = {

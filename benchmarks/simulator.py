@@ -35,10 +35,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.checks import check_run  # noqa: E402
+from harness.core.checks import check_run  # noqa: E402
+from harness.core.spec import TestSpec  # noqa: E402
 from harness.sim.cluster import RAFT_CONFIG, SimPlan, Simulation  # noqa: E402
 from harness.sim.engine import MS, SECOND  # noqa: E402
-from harness.spec import TestSpec  # noqa: E402
 
 BUGS = ["forget-vote", "restart-as-leader", "vote-ignores-log", "stale-read", "commit-old-epoch", "lazy-flush"]
 
@@ -241,7 +241,7 @@ from harness.sim.cluster import Simulation
 try:
     from harness.sim.cluster import SimOptions
 except ImportError:
-    from harness.spec import TestSpec as SimOptions
+    from harness.core.spec import TestSpec as SimOptions
 cases, limit, repeats = json.loads(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 out = []
 for seed, workload in cases:
@@ -311,7 +311,7 @@ from harness.sim.cluster import Simulation
 try:
     from harness.sim.cluster import SimOptions
 except ImportError:  # a tree whose simulator takes the TestSpec (bugs as a tuple)
-    from harness.spec import TestSpec
+    from harness.core.spec import TestSpec
     SimOptions = lambda bugs, **kw: TestSpec(bugs=tuple(bugs), **kw)
 cases, limit = json.loads(sys.argv[1]), float(sys.argv[2])
 for seed, workload, bugs in cases:

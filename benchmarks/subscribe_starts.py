@@ -16,8 +16,8 @@ import argparse
 import json
 import time
 
-from harness.simrun import simulate
-from harness.spec import TestSpec
+from harness.core.spec import TestSpec
+from harness.sim.runs import simulate
 
 
 def run(seed: int, time_limit: float, bugs: tuple[str, ...]) -> dict:

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 import confluent_kafka  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from harness import cluster_local  # noqa: E402
+from harness.real import cluster_local  # noqa: E402
 
 PARTITIONS = 3
 

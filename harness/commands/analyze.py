@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_VALID
-from harness.argtypes import master_problem
-from harness.nightly import write_report
+from harness.core.argtypes import master_problem
+from harness.store.report.analysis import write_report
 
 HELP = "re-check and roll up every stored run with the PySpark pipeline; writes the nightly report"
 DESCRIPTION = (

@@ -18,7 +18,7 @@ from typing import Any
 
 from checkers.errors import InputError
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, compose, exit_code, worst_exit
-from harness.argtypes import positive_float, positive_int
+from harness.core.argtypes import positive_float, positive_int
 
 CHECK_MODELS = ("auto", "cas-register", "register", "kv-append", "mutex", "multi-register", "queue", "epochs")
 HELP = "check recorded histories (JSONL, Jepsen EDN, Jepsen logs) or run directories"
@@ -312,7 +312,7 @@ def run(args: argparse.Namespace) -> int:
         if message:
             print(message, file=sys.stderr)
     if not args.quiet:
-        from harness.summary import print_check_summary
+        from harness.store.summary import print_check_summary
 
         print_check_summary([r for r, _, _ in outcomes])
     return worst_exit(code for _, code, _ in outcomes)

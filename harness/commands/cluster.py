@@ -6,8 +6,8 @@
 
 ``port`` is each node's client listener: Kafka clients (kafka-python, librdkafka), the KV API and
 the admin API. ``kill``, ``start`` and ``down`` print one JSON object each too. ``local`` clusters
-are processes on 127.0.0.x (``harness/cluster_local.py``); ``docker`` and ``netns`` clusters are
-containers or network namespaces (``harness/cluster_remote.py``); ``kill``/``start``/``down``
+are processes on 127.0.0.x (``harness/real/cluster_local.py``); ``docker`` and ``netns`` clusters are
+containers or network namespaces (``harness/real/cluster_remote.py``); ``kill``/``start``/``down``
 find the backend in ``DIR/cluster.json``. ``down`` without ``--dir`` removes everything any
 kraftwerk run left on this machine (labelled containers and networks, namespaces, local nodes).
 
@@ -22,10 +22,10 @@ import json
 import sys
 from pathlib import Path
 
-from harness import cluster_local as local
-from harness import cluster_remote as remote
-from harness.argtypes import positive_float, positive_int
-from harness.backends import registry
+from harness.core.argtypes import positive_float, positive_int
+from harness.real import cluster_local as local
+from harness.real import cluster_remote as remote
+from harness.real.backends import registry
 
 HELP = "start, fault and stop a cluster left running (kafka-python and friends can use it)"
 DESCRIPTION = "Manage a cluster that stays up between commands: up, kill, start, down."

@@ -6,7 +6,7 @@ seed) in the deterministic simulator; the first invalid run is stored like a
 
 With `--runs N` it runs exactly N seeds instead (all of them, not stopping at the
 first invalid one), stores them, and prints every invalid seed; with `--master`
-those runs are Spark tasks on that cluster (`harness.fleet`).
+those runs are Spark tasks on that cluster (`harness.tools.fleet`).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import time
 from dataclasses import replace
 
 from checkers.verdict import EXIT_BAD_INPUT
-from harness.argtypes import master_problem, non_negative_int, positive_int
-from harness.shrink import parse_budget
-from harness.simrun import simulate, store_run
-from harness.spec import SpecError, TestSpec
-from harness.store import new_run
+from harness.core.argtypes import master_problem, non_negative_int, positive_int
+from harness.core.spec import SpecError, TestSpec
+from harness.sim.runs import simulate, store_run
+from harness.store.runs import new_run
+from harness.tools.shrink import parse_budget
 
 HELP = "search simulated schedules until one fails; print its seed and the replay/shrink commands"
 DESCRIPTION = "Run fresh seeded schedules in the simulator until one is invalid or the budget runs out."
@@ -95,7 +95,7 @@ def _fleet(args: argparse.Namespace, spec: TestSpec) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from harness.fleet import RunRow, run_fleet
+    from harness.tools.fleet import RunRow, run_fleet
 
     console = Console(stderr=True, highlight=False)
     seeds = [(spec.seed + i) % 2**31 for i in range(args.runs)]

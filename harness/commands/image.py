@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from harness.image import BASE_MODES, ImageError, build, node_tag, prune
+from harness.real.image import BASE_MODES, ImageError, build, node_tag, prune
 
 HELP = "build (or reuse) the docker node image"
 DESCRIPTION = "Build the kraftwerk node image (offline debootstrap base when no registry is reachable)."

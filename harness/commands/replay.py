@@ -8,7 +8,7 @@ that differs means determinism broke, which is a harness failure (255).
 On a real cluster (a run stored by a real backend, or any run with `--backend
 docker|netns|local|ssh`) the schedule is driven again in real time on a fresh
 cluster, up to N times, counting the attempts in which the same anomaly class
-comes back (harness.replay_real).
+comes back (harness.tools.replay_real).
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ from typing import Any
 
 from checkers.errors import InputError
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, exit_code
-from harness.argtypes import non_negative_float, non_negative_int
-from harness.backends import registry
-from harness.replay_real import (
+from harness.core.argtypes import non_negative_float, non_negative_int
+from harness.core.spec import DBS, ETCD_READS, SpecError, TestSpec
+from harness.real.backends import registry
+from harness.sim.runs import file_sha256, from_schedule, load_run, simulate
+from harness.tools.replay_real import (
     SECOND,
     Plan,
     controller_renaming,
@@ -37,8 +39,6 @@ from harness.replay_real import (
     replay_generator,
     reproduced,
 )
-from harness.simrun import file_sha256, from_schedule, load_run, simulate
-from harness.spec import DBS, ETCD_READS, SpecError, TestSpec
 from workloads import generator as gen
 from workloads.protocol import Workload
 
@@ -190,7 +190,7 @@ def align_phase(plan: Plan, clock_source: str, sleep: Callable[[float], None] = 
 
 
 class StoredMain:
-    """The stored schedule as a real run's main phase (`harness.runner.run.ReplayMain`): each attempt
+    """The stored schedule as a real run's main phase (`harness.real.run.ReplayMain`): each attempt
     renames nodes so that the fresh cluster's leaders stand where the stored run's stood."""
 
     def __init__(self, plan: Plan, clock_source: str, keep_node_names: bool, ordered: bool) -> None:
@@ -249,7 +249,7 @@ class StoredMain:
 def run_on_cluster(args: argparse.Namespace) -> int:
     """`kraftwerk replay RUN_DIR` on docker/netns/local/ssh; the exit code of the epilog."""
     from harness.commands.test import describe, run_real_test, runnable_problem
-    from harness.store import new_run, write_json
+    from harness.store.runs import new_run, write_json
 
     try:
         plan = load_plan(args.run_dir)

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     if not any((run_dir / f).is_file() for f in RUN_FILES):
         print(f"kraftwerk report: {run_dir} is not a run directory (none of {', '.join(RUN_FILES)})", file=sys.stderr)
         return EXIT_BAD_INPUT
-    from harness.report import write_report
+    from harness.store.report import write_report
 
     print(write_report(run_dir))
     return 0

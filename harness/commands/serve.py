@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_VALID
-from harness.serve import make_server
+from harness.store.serve import make_server
 
 HELP = "browse the store in a web browser: runs, verdicts, files, nightly reports"
 DESCRIPTION = "Serve the store over HTTP (read only; nothing outside the store is reachable)."

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from checkers.errors import InputError
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_UNKNOWN
-from harness.shrink import REGRESSION_TEST, Shrinker, as_stored, parse_budget, parse_max_runs, parse_robust
-from harness.simrun import from_schedule, load_run, simulate, store_run
-from harness.spec import TestSpec
+from harness.core.spec import TestSpec
+from harness.sim.runs import from_schedule, load_run, simulate, store_run
+from harness.tools.shrink import REGRESSION_TEST, Shrinker, as_stored, parse_budget, parse_max_runs, parse_robust
 
 HELP = "shrink a failing run to a minimal fault schedule (and write a regression test)"
 DESCRIPTION = (
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     }
     store_run(out, best, meta)
     try:  # report.html, plots and timelines, as every stored run has
-        from harness.report import write_report
+        from harness.store.report import write_report
 
         write_report(out)
     except Exception as e:  # noqa: BLE001 - the report never changes the outcome

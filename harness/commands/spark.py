@@ -32,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.spark_cluster import SparkClusterError, clusters, down, up
+    from harness.tools.spark_cluster import SparkClusterError, clusters, down, up
 
     try:
         if args.spark_command == "up":

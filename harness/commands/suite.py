@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_VALID
-from harness.argtypes import master_problem
-from harness.suite import (
+from harness.core.argtypes import master_problem
+from harness.tools.suite import (
     _STYLE,
     Runner,
     SuiteError,

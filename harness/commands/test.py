@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from checkers.verdict import EXIT_BAD_INPUT, exit_code
-from harness.argtypes import non_negative_int
-from harness.backends import registry
-from harness.spec import BACKENDS, DBS, ETCD_READS, WORKLOADS, SpecError, TestSpec
-from harness.store import new_run, write_json, write_jsonl
+from harness.core.argtypes import non_negative_int
+from harness.core.spec import BACKENDS, DBS, ETCD_READS, WORKLOADS, SpecError, TestSpec
+from harness.real.backends import registry
+from harness.store.runs import new_run, write_json, write_jsonl
 
 HELP = "run a chaos test: start a cluster, inject faults, record a history, check it"
 DESCRIPTION = (
@@ -29,7 +29,7 @@ DESCRIPTION = (
     "events.jsonl, logs/, schedule.json, results.json)."
 )
 if TYPE_CHECKING:
-    from harness.runner.run import ReplayMain
+    from harness.real.run import ReplayMain
 
 EPILOG = "Exit code: 0 valid, 1 invalid, 2 unknown, 254 bad arguments, 255 internal error."
 
@@ -268,9 +268,9 @@ def run(args: argparse.Namespace) -> int:
     say(f"run directory {run_dir}")
     if spec.backend != "sim":
         return run_real_test(spec, run_dir, replay, quiet=args.quiet)
-    from harness.checks import check_run
+    from harness.core.checks import check_run
     from harness.sim.cluster import Simulation
-    from harness.simrun import write_node_files
+    from harness.sim.runs import write_node_files
 
     sim = Simulation(spec, history_path=str(run_dir / "history.jsonl"))
     result = sim.run()
@@ -303,13 +303,13 @@ def run(args: argparse.Namespace) -> int:
 def run_real_test(
     spec: TestSpec, run_dir: Path, replay: str, quiet: bool = False, main: ReplayMain | None = None
 ) -> int:
-    """A run on docker/netns/local/ssh (harness.runner): the same store layout, report and exit code.
-    `main`: `kraftwerk replay`'s stored schedule instead of the seeded one (harness.runner.run)."""
+    """A run on docker/netns/local/ssh (harness.real): the same store layout, report and exit code.
+    `main`: `kraftwerk replay`'s stored schedule instead of the seeded one (harness.real.run)."""
     from checkers.verdict import EXIT_INTERNAL
-    from harness.backends.base import BackendError
     from harness.db.protocol import ClusterNotReady
-    from harness.nemesis.real_net import PacketFaultUnsupported
-    from harness.runner.run import run_real
+    from harness.real.backends.base import BackendError
+    from harness.real.faults.net import PacketFaultUnsupported
+    from harness.real.run import run_real
 
     try:
         results, history = run_real(spec, run_dir, quiet=quiet, replay=main)
@@ -361,7 +361,7 @@ def _report(results: dict[str, Any], run_dir: Path, replay: str) -> None:
     try:  # report.html, plots and timelines (sim and real runs alike), after results.json
         from rich.markup import escape
 
-        from harness.report import write_report
+        from harness.store.report import write_report
 
         console.print(f"report: {escape(str(write_report(run_dir)))}")
     except Exception as e:  # noqa: BLE001 - the report never changes the verdict or the exit code

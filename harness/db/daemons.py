@@ -1,13 +1,13 @@
 """What every DB whose members are one daemon per host does alike: start, kill, pause and resume a member by
-its pidfile through the host's control interface (`harness.control`)."""
+its pidfile through the host's control interface (`harness.real.control`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from harness.backends.base import Host
-from harness.control.base import DaemonSpec
-from harness.nemesis.real_common import on_hosts
+from harness.real.backends.base import Host
+from harness.real.control.base import DaemonSpec
+from harness.real.faults.common import on_hosts
 
 
 class PidfileDaemons:

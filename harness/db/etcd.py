@@ -6,7 +6,7 @@ own data directory (`<workdir>/etcd.data`) and its output in `<workdir>/etcd.log
 named after its host (n1, n2, …) and the cluster is bootstrapped from a static peer list
 (`--initial-cluster`). Restarts after a kill reuse the data directory (etcd then ignores the
 bootstrap flags). With clock faults in the test each member runs under `clocktrace`
-(harness.nemesis.clocktrace), which moves the wall clock etcd (a Go program: libfaketime cannot
+(harness.real.faults.clocktrace), which moves the wall clock etcd (a Go program: libfaketime cannot
 reach it) sees from the clock nemesis's faketime file. On docker and netns each member listens on
 2380 (peers) and 2379 (clients); on the local backend on the two free ports the backend chose for
 the host.
@@ -42,14 +42,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from harness.backends.base import Host
-from harness.control.base import ControlError, DaemonSpec
 from harness.db.daemons import PidfileDaemons
 from harness.db.etcd_http import HttpConnection, NotSent, get_json
 from harness.db.nodes import merge_events
 from harness.db.protocol import ClusterNotReady, EnvSource
-from harness.nemesis import clocktrace
-from harness.nemesis.real_common import on_hosts
+from harness.real.backends.base import Host
+from harness.real.control.base import ControlError, DaemonSpec
+from harness.real.faults import clocktrace
+from harness.real.faults.common import on_hosts
 from workloads.protocol import Answer, Failure, Reply, Request
 from workloads.register import KvReply, KvRequest
 
@@ -227,7 +227,7 @@ class EtcdDB(PidfileDaemons):
             self.stop_all(timeout=5.0)
 
     def transport(self, seed: int) -> EtcdTransport:
-        """The workloads' transport to this cluster (harness.runner's Interpreter)."""
+        """The workloads' transport to this cluster (harness.real's Interpreter)."""
         return EtcdTransport(self.endpoints(), self.read)
 
     # ------------------------------------------------------------------ raft status

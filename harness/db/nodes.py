@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import Any
 
 import nodes
-from harness.backends.base import Host
-from harness.control.base import ControlError, DaemonSpec
 from harness.db.daemons import PidfileDaemons
 from harness.db.nodes_transport import NodesTransport
 from harness.db.protocol import ClusterNotReady, EnvSource
-from harness.nemesis.real_common import on_hosts
+from harness.real.backends.base import Host
+from harness.real.control.base import ControlError, DaemonSpec
+from harness.real.faults.common import on_hosts
 from nodes.kafka import protocol as kp
 from nodes.raft.bugs import ALL_BUGS
 from nodes.runtime import framing
@@ -297,7 +297,7 @@ class NodeDB(PidfileDaemons):
         )
 
     def transport(self, seed: int) -> NodesTransport:
-        """The workloads' transport to these nodes (harness.runner's Interpreter)."""
+        """The workloads' transport to these nodes (harness.real's Interpreter)."""
         return NodesTransport(self.endpoints(), seed)
 
     def log_files(self, h: Host) -> dict[str, str]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 
+from harness.core.streams import stream
 from harness.db.kafka_wire import KafkaWire
-from harness.streams import stream
 from nodes.runtime.client import (
     BackoffError,
     ClientClosedError,

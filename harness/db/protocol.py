@@ -1,6 +1,6 @@
 """The DB protocol: what a system under test offers the harness, like Jepsen's `jepsen.db`.
 
-A DB is bound to the hosts a backend created (`harness.backends`): it writes its configuration
+A DB is bound to the hosts a backend created (`harness.real.backends`): it writes its configuration
 onto them, starts and stops its daemons through each host's control transport, says who leads,
 where its clients connect and which log files it leaves, and gathers what it wrote into the run
 directory. Backends, nemeses and workloads know only this protocol; `harness.db.nodes.NodeDB`
@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from harness.backends.base import Host
-from harness.control.base import DaemonSpec
+from harness.real.backends.base import Host
+from harness.real.control.base import DaemonSpec
 
 EnvSource = Callable[[Host], Mapping[str, str]]
 """Extra environment of a host's daemon (the clock nemesis's libfaketime, the local backend's bind address)."""

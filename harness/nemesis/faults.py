@@ -2,7 +2,7 @@
 
 One nemesis interpreter (`harness.nemesis.interpreter`) resolves a schedule event's targets
 and calls this port; the simulator (`harness.sim.faults.SimFaults`) and the real backends
-(`harness.nemesis.real.RealFaults`: docker, netns, local, ssh) implement it. Every call
+(`harness.real.faults.RealFaults`: docker, netns, local, ssh) implement it. Every call
 takes concrete node names (never "leader") and returns what was really done, which the
 interpreter records in the history and in schedule.json.
 
@@ -89,7 +89,7 @@ class Faults(Protocol):
 
     def packet_stop(self) -> Any:
         """No packet fault anywhere; what the last one did ({sending node: {counter: n}}, counters from
-        `harness.nemesis.nfqueue.COUNTERS`, those the runtime can count), or None if there was none."""
+        `harness.real.faults.nfqueue.COUNTERS`, those the runtime can count), or None if there was none."""
         ...
 
     # ------------------------------------------------------------------ disks

@@ -4,7 +4,7 @@ The only place that understands schedule events (`harness.nemesis.schedule`) and
 their targets: "leader" (through the leader the runtime names, see `needs_leader`), "all",
 node lists, and partition kinds (`harness.nemesis.partitions`). It keeps track of what is
 down, paused, cut, skewed and shaped, so healing everything is the same on every runtime.
-The simulator (`harness.sim.cluster`) and the real runner (`harness.runner.nemesis`) both
+The simulator (`harness.sim.cluster`) and the real runner (`harness.real.nemesis`) both
 drive their own `Faults` through one of these.
 
     nemesis = NemesisInterpreter(faults, ["n1", "n2", "n3"], random.Random("nemesis-run-1"))

@@ -12,8 +12,8 @@ import random
 from collections.abc import Iterable
 from typing import Any
 
+from harness.core.streams import stream
 from harness.nemesis import partitions
-from harness.streams import stream
 
 SECOND = 1_000_000_000
 MS = 1_000_000

@@ -22,10 +22,11 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from harness.interpreter import SCHEDULE_FORMAT, Core, client_phase
+from harness.core.interpreter import SCHEDULE_FORMAT, Core, client_phase
+from harness.core.recorder import Recorder
+from harness.core.streams import stream
 from harness.nemesis.interpreter import NemesisInterpreter
 from harness.nemesis.schedule import ALL, generate
-from harness.recorder import Recorder
 from harness.sim.engine import MS, SECOND, Scheduler
 from harness.sim.faults import SimFaults
 from harness.sim.interpreter import SimInterpreter
@@ -33,7 +34,6 @@ from harness.sim.invariants import Invariants
 from harness.sim.network import Network
 from harness.sim.node import SimNode
 from harness.sim.transport import SimTransport
-from harness.streams import stream
 from nodes.broker import BrokerConfig, BrokerNode
 from nodes.broker.partition import Role
 from nodes.kv.node import KVNode
@@ -42,7 +42,7 @@ from nodes.runtime.lanes import connection_timeout_ms
 from workloads import generator as gen
 
 if TYPE_CHECKING:
-    from harness.spec import TestSpec
+    from harness.core.spec import TestSpec
 
 # how a run is simulated, by schedule.json field (and SimPlan attribute): the current way first
 MODES = {"links": ("tcp", "datagram"), "start": ("ready", "boot"), "clocks": ("wall", "timers")}

@@ -14,13 +14,13 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from harness.core.streams import stream
 from harness.nemesis.faults import ClockChanges, PacketBehaviours, Strobe
 from harness.nemesis.partitions import Grudge
 from harness.sim.engine import MS, SECOND, Scheduler
 from harness.sim.network import Network
 from harness.sim.node import SimNode
 from harness.sim.packets import Shaping
-from harness.streams import stream
 from nodes.runtime.diskfault import damage
 
 
@@ -143,7 +143,7 @@ class SimFaults:
         return {"behaviours": shaping.behaviours, "nodes": list(nodes), "peers": list(peers), "method": "sim"}
 
     def packet_stop(self) -> dict[str, dict[str, int]]:
-        """No packet fault; what the last one did, per sending node (`harness.nemesis.nfqueue.COUNTERS`)."""
+        """No packet fault; what the last one did, per sending node (`harness.real.faults.nfqueue.COUNTERS`)."""
         shaping, self.net.shaping = self.net.shaping, None
         counts = shaping.counts if shaping is not None else {}
         return {n: counts[n] for n in self.nodes if n in counts}

@@ -1,4 +1,4 @@
-"""Drives the interpreter's core (`harness.interpreter`) in the simulator's virtual time.
+"""Drives the interpreter's core (`harness.core.interpreter`) in the simulator's virtual time.
 
 The same generators, thread choice and history bookkeeping as on real clusters; each client
 thread's sans-IO client sends its requests through the simulator's transport, on its own
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness.interpreter import Core
+from harness.core.interpreter import Core
 from harness.sim.engine import SECOND, Scheduler
 from harness.sim.transport import SimTransport
 from workloads.generator import Generator

@@ -28,9 +28,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from harness.core.streams import stream
 from harness.sim.engine import MS, SECOND, Scheduler
 from harness.sim.packets import Shaping
-from harness.streams import stream
 
 RTO_MIN = 200 * MS  # Linux's TCP_RTO_MIN: the first retransmission on a low-latency link
 RTO_MAX = 120 * SECOND  # Linux's TCP_RTO_MAX

@@ -12,9 +12,9 @@ link kind, as on real hosts:
 - datagram links: a lost message is gone, a duplicate is delivered twice, and a reordered
   message skips the queue (sent at once while the others wait out the delay).
 
-Parameters are netem's (Jepsen's defaults when missing, `harness.nemesis.real_net`); the
+Parameters are netem's (Jepsen's defaults when missing, `harness.real.faults.net`); the
 correlation and the delay's distribution are not modelled (the jitter is uniform). Each
-message's fate is drawn by `harness.nemesis.nfqueue.draw`, the function the real backends'
+message's fate is drawn by `harness.real.faults.nfqueue.draw`, the function the real backends'
 userspace shaper draws with, so a behaviour means the same on both runtimes.
 """
 
@@ -25,8 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.nemesis import nfqueue
 from harness.nemesis.faults import PACKET_BEHAVIOURS
+from harness.real.faults import nfqueue
 from harness.sim.engine import MS
 
 RTO_MIN = 200 * MS

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness import cluster_local
+from harness.real import cluster_local
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -101,7 +101,7 @@ def test_restricted_options_are_recorded_and_in_the_reproduce_command() -> None:
     carry --partition-kinds, --lose-unsynced and --fsync-delay only when they are not the default."""
     from harness.cli import build_parser
     from harness.commands.test import describe, problem, reproduce_command
-    from harness.spec import TestSpec
+    from harness.core.spec import TestSpec
 
     def parsed(*extra: str) -> Any:
         args = build_parser().parse_args(["test", "--backend", "netns", "--seed", "3", *extra])

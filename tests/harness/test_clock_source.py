@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from checkers.errors import InputError
-from harness.interpreter import SCHEDULE_FORMAT
-from harness.simrun import from_schedule
+from harness.core.interpreter import SCHEDULE_FORMAT
+from harness.sim.runs import from_schedule
 
 
 def doc(**extra: Any) -> dict[str, Any]:

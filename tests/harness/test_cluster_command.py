@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import cluster_local
 from harness.cli import main
+from harness.real import cluster_local
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -134,7 +134,7 @@ def test_down_without_dir_removes_what_a_crashed_command_left(tmp_path: Path) ->
     """A netns cluster whose state file is lost (as after a crash) is still found and removed by its labels."""
     import os
 
-    from tests.harness.runner import realtest
+    from tests.harness.real import realtest
 
     if os.geteuid() != 0:
         pytest.skip("the netns backend needs root")

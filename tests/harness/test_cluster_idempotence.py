@@ -31,8 +31,8 @@ from typing import Any
 
 import pytest
 
-from harness import cluster_local
 from harness.db.nodes import describe_at
+from harness.real import cluster_local
 from tests.harness.local_kafka_cluster import create_topic, kraftwerk, local_cluster
 
 with warnings.catch_warnings():

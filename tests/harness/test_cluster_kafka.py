@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from harness import cluster_local, cluster_remote
 from harness.db.nodes import describe_at
-from tests.harness.backends.clusters import node_image  # noqa: F401 - fixture
+from harness.real import cluster_local, cluster_remote
 from tests.harness.local_kafka_cluster import create_topic, kraftwerk
-from tests.harness.runner import realtest
+from tests.harness.real import realtest
+from tests.harness.real.backends.clusters import node_image  # noqa: F401 - fixture
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python's importlib.resources use

@@ -15,10 +15,10 @@ from checkers.verdict import failing_key
 from harness.commands.explore import run as run_explore
 from harness.commands.replay import run as run_replay
 from harness.commands.shrink import run as run_shrink
-from harness.shrink import build
+from harness.core.spec import TestSpec
 from harness.sim.cluster import SimPlan
-from harness.simrun import from_schedule, simulate
-from harness.spec import TestSpec
+from harness.sim.runs import from_schedule, simulate
+from harness.tools.shrink import build
 
 
 def explore_queue(store: Path, bug: str, seed: int = 0, budget: str = "90s") -> Path:

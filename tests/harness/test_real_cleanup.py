@@ -1,7 +1,6 @@
-"""Nothing is left behind: after Ctrl-C in the middle of a faulted run, and after a SIGKILLed harness
-once `python -m harness.backends down` (docker, netns) or `python -m harness.runner down` (local)
-has run — no container, namespace, iptables rule, faketime file or node process of the cluster
-remains, and the history written so far is readable."""
+"""Nothing is left behind: after Ctrl-C in the middle of a faulted run, and after a SIGKILLed harness once
+`python -m harness.real.backends down` has run — no container, namespace, iptables rule, faketime file or node
+process of the cluster remains, and the history written so far is readable."""
 
 from __future__ import annotations
 
@@ -14,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from checkers.history import read_jsonl
-from tests.harness.backends.clusters import need_faketime, node_image  # noqa: F401 - fixture
-from tests.harness.runner import realtest
+from tests.harness.real import realtest
+from tests.harness.real.backends.clusters import need_faketime, node_image  # noqa: F401 - fixture
 
 FAULTS = {"start-partition", "bump-clock"}  # iptables rules and faketime offsets in force
 BACKENDS = [
@@ -72,9 +71,8 @@ def test_killed_harness_is_cleaned_up_by_backends_down(
             proc.kill()
     assert code == -signal.SIGKILL
     assert realtest.leftovers(cluster), "a SIGKILLed harness cannot clean up after itself"
-    module = "harness.runner" if kind == "local" else "harness.backends"
     down = subprocess.run(
-        [sys.executable, "-m", module, "down", "--backend", kind, "--cluster", cluster],
+        [sys.executable, "-m", "harness.real.backends", "down", "--backend", kind, "--cluster", cluster],
         cwd=realtest.ROOT,
         capture_output=True,
         text=True,

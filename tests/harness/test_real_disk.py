@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness.nemesis.schedule import generate
-from tests.harness.backends.clusters import node_image  # noqa: F401 - fixture
-from tests.harness.runner import realtest
+from tests.harness.real import realtest
+from tests.harness.real.backends.clusters import node_image  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.slow]
 

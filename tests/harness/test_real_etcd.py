@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from tests.harness.backends.clusters import (
+from tests.harness.real import realtest
+from tests.harness.real.backends.clusters import (
     need_root,
     node_image,  # noqa: F401 - fixture
 )
-from tests.harness.runner import realtest
 
 pytestmark = [pytest.mark.slow, pytest.mark.nightly]  # minutes each: CI and `./run tests --nightly` run them
 
@@ -108,7 +108,7 @@ def test_etcd_on_netns_linearizable_valid_serializable_stale(tmp_path: Path) -> 
 def test_suite_mixes_etcd_and_our_nodes(tmp_path: Path) -> None:
     """One suite, two systems: short runs of etcd and of our nodes on the local backend, both stored and
     judged; the shipped suites/etcd.toml plans etcd and our nodes with the same run shape."""
-    from harness.suite import load_suite
+    from harness.tools.suite import load_suite
     from tests.harness.db.test_etcd import need_etcd
 
     if need_etcd.args[0]:

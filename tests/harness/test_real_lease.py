@@ -19,12 +19,12 @@ import pytest
 
 from checkers.history import from_dicts
 from checkers.linearizable import check
-from harness.backends.docker import DockerBackend
 from harness.db.nodes import NodeDB
-from harness.runner.nemesis import RunnerNemesis, parallel
+from harness.real.backends.docker import DockerBackend
+from harness.real.nemesis import RunnerNemesis, parallel
 from nodes.runtime.kvclient import KvClient
-from tests.harness.backends.clusters import node_image  # noqa: F401 - fixture
-from tests.harness.runner import realtest
+from tests.harness.real import realtest
+from tests.harness.real.backends.clusters import node_image  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.local import LocalBackend, LocalPartitionNemesis, chain_name
 from harness.db.nodes import NodeDB
 from harness.nemesis import partitions
-from tests.harness.backends.clusters import need_faketime
-from tests.harness.runner import realtest
+from harness.real.backends.local import LocalBackend, LocalPartitionNemesis, chain_name
+from tests.harness.real import realtest
+from tests.harness.real.backends.clusters import need_faketime
 
 pytestmark = [pytest.mark.slow]
 
@@ -88,7 +88,7 @@ def test_local_partition_needs_root_says_so(tmp_path: Path, monkeypatch: pytest.
 
 def test_local_packet_faults_shape_node_links_by_source_address(tmp_path: Path) -> None:
     """Local nodes share lo: as root, one chain matches each link by its source address and one NFQUEUE shaper
-    delays, duplicates and reorders (`harness.nemesis.nfqueue`); without root the option is refused."""
+    delays, duplicates and reorders (`harness.real.faults.nfqueue`); without root the option is refused."""
     args = ("--backend", "local", "--nemesis", "packet", "--nodes", "3", "--interval", "3", "--seed", "1698")
     r = realtest.kraftwerk_test(tmp_path, *args, "--time-limit", "15")
     if os.geteuid() != 0:

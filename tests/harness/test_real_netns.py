@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.backends.clusters import need_faketime, need_root
-from tests.harness.runner import realtest
+from tests.harness.real import realtest
+from tests.harness.real.backends.clusters import need_faketime, need_root
 
 pytestmark = [pytest.mark.slow]
 

@@ -1,7 +1,7 @@
 """`kraftwerk test --backend docker --nemesis packet`: loss, delay, duplication and reordering land on real nodes.
 
 This machine's kernel has no sch_netem, so the containers (which share it) get the NFQUEUE shaper and
-iptables `statistic` loss (`harness.nemesis.nfqueue`); a kernel with netem gets tc netem. Seed 1698's
+iptables `statistic` loss (`harness.real.faults.nfqueue`); a kernel with netem gets tc netem. Seed 1698's
 schedule (3 nodes, 20 s, a fault every ~3 s) turns on every one of the four behaviours, on enough traffic
 that each must strike: the stop-packet ops record, per sending node, what each fault did. The register
 and queue workloads stay valid, and nothing of the faults (rules, queues, shapers) is left.
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness.nemesis.schedule import generate
-from tests.harness.backends.clusters import node_image  # noqa: F401 - fixture
-from tests.harness.runner import realtest
+from tests.harness.real import realtest
+from tests.harness.real.backends.clusters import node_image  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

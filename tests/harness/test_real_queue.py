@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from tests.harness.backends.clusters import (
+from tests.harness.real import realtest
+from tests.harness.real.backends.clusters import (
     need_root,
     node_image,  # noqa: F401 - fixture
 )
-from tests.harness.runner import realtest
 
 pytestmark = [pytest.mark.slow]
 

@@ -1,6 +1,6 @@
 """`kraftwerk test --backend ssh`: the same register chaos test on hosts reached over SSH only.
 
-The hosts are kraftwerk node containers running sshd (tests/harness/control/sshd.py); the harness
+The hosts are kraftwerk node containers running sshd (tests/harness/real/control/sshd.py); the harness
 knows nothing but their addresses, a key and a known_hosts file, uploads the node package,
 and afterwards leaves no process, iptables chain, faketime file or directory on them.
 """
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.backends.clusters import node_image  # noqa: F401 - fixture
-from tests.harness.control import sshd
-from tests.harness.runner import realtest
+from tests.harness.real import realtest
+from tests.harness.real.backends.clusters import node_image  # noqa: F401 - fixture
+from tests.harness.real.control import sshd
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

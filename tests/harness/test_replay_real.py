@@ -15,10 +15,10 @@ import pytest
 
 from checkers.errors import InputError
 from harness.cli import main
-from harness.recorder import Recorder
-from harness.replay_real import Plan, load_plan, ready_point, rename, renaming, replay_generator, reproduced
-from harness.runner.interpreter import Applied, Completion, Interpreter, monotonic_clock
-from tests.harness.runner import realtest
+from harness.core.recorder import Recorder
+from harness.real.interpreter import Applied, Completion, Interpreter, monotonic_clock
+from harness.tools.replay_real import Plan, load_plan, ready_point, rename, renaming, replay_generator, reproduced
+from tests.harness.real import realtest
 
 MS = 1_000_000
 S = 1_000_000_000
@@ -389,7 +389,7 @@ def test_order_finds_what_completed_before_each_item_started() -> None:
         {"time": 40, "process": 3, "type": "invoke", "f": "read", "key": "k"},  # slot 1 reopened (concurrency 2)
         {"time": 41, "process": 3, "type": "ok", "f": "read", "key": "k"},
     ]
-    from harness.replay_real import order
+    from harness.tools.replay_real import order
 
     order(ops, events, history, 2)
     assert [o["seq"] for o in ops] == [0, 1, 2] and events[0]["seq"] == 3

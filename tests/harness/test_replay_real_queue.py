@@ -16,8 +16,9 @@ import pytest
 
 from checkers.errors import InputError
 from harness.commands.replay import replay_spec
-from harness.recorder import Recorder
-from harness.replay_real import (
+from harness.core.recorder import Recorder
+from harness.real.interpreter import Applied, Interpreter, monotonic_clock
+from harness.tools.replay_real import (
     Plan,
     controller_renaming,
     first_partition_leaders,
@@ -26,8 +27,7 @@ from harness.replay_real import (
     renaming,
     replay_generator,
 )
-from harness.runner.interpreter import Applied, Interpreter, monotonic_clock
-from tests.harness.runner import realtest
+from tests.harness.real import realtest
 from workloads import queue as q
 from workloads.protocol import Answer, Reply, Request
 

@@ -15,7 +15,10 @@ from checkers.errors import InputError
 from harness.commands.explore import run as run_explore
 from harness.commands.replay import run as run_replay
 from harness.commands.shrink import run as run_shrink
-from harness.shrink import (
+from harness.core.spec import TestSpec
+from harness.sim.cluster import SimPlan
+from harness.sim.runs import from_schedule
+from harness.tools.shrink import (
     FAULT_LATE_NS,
     READY_LATE_NS,
     RESTART_NS,
@@ -28,9 +31,6 @@ from harness.shrink import (
     parse_max_runs,
     parse_robust,
 )
-from harness.sim.cluster import SimPlan
-from harness.simrun import from_schedule
-from harness.spec import TestSpec
 
 
 def explore(tmp_path: Path, bug: str, seed: int = 100) -> Path:
@@ -139,7 +139,7 @@ def test_a_run_budget_shrinks_to_the_same_result_however_slow_the_machine(
     import shutil
 
     import harness.commands.shrink as command
-    from harness.shrink import Shrinker
+    from harness.tools.shrink import Shrinker
 
     def shrink(name: str) -> tuple[dict[str, object], bytes]:
         run = tmp_path / name
@@ -185,7 +185,7 @@ def robust_shrink(stale_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture
     """Shrink a copy of the stale-read run with --robust; (its minimal schedule's fails per timing, summary)."""
     import shutil
 
-    from harness.simrun import simulate
+    from harness.sim.runs import simulate
 
     run = tmp_path / "run"
     shutil.copytree(stale_run, run, ignore=shutil.ignore_patterns("minimal"))
@@ -243,7 +243,7 @@ def test_parse_robust_refuses(spec: str, message: str) -> None:
 def test_fails_counts_timings_and_stops_once_decided(monkeypatch: pytest.MonkeyPatch) -> None:
     """A fake simulator that fails at a fixed set of seeds: `fails` accepts a candidate whose own seed fails
     and M of K do, and runs no more timings than it needs to decide."""
-    import harness.shrink as shrink
+    import harness.tools.shrink as shrink
 
     class Run:
         def __init__(self, spec: TestSpec, plan: SimPlan, failing: set[int]) -> None:
@@ -296,7 +296,7 @@ def test_longer_fresh_starts_only_when_no_short_one_fails(monkeypatch: pytest.Mo
     4-6 s fails that way, so shrink then looks at 15 s runs and at runs of the original's own shape."""
     import time as _time
 
-    from harness import shrink
+    from harness.tools import shrink
 
     shapes: list[tuple[int, int, float]] = []
 
@@ -400,7 +400,7 @@ def test_schedules_store_their_links_and_older_ones_replay_with_datagram_links(s
     """New runs simulate TCP-like links and say so in schedule.json; a schedule stored before that has no
     "links" and must replay as it ran (messages lost at a partition), byte for byte."""
     from checkers.errors import InputError
-    from harness.simrun import simulate
+    from harness.sim.runs import simulate
 
     doc = json.loads((stale_run / "schedule.json").read_text())
     assert doc["links"] == "tcp" and from_schedule(doc)[1].links == "tcp"
@@ -416,8 +416,8 @@ def test_schedules_store_their_links_and_older_ones_replay_with_datagram_links(s
 def test_register_runs_start_once_a_leader_is_known_to_every_node(stale_run: Path) -> None:
     """As a real run does: no fault or operation of the main phase falls in the first election, so a
     schedule found here can be driven on a real cluster, which only starts once it is ready."""
-    from harness.replay_real import ready_point
-    from harness.simrun import simulate
+    from harness.sim.runs import simulate
+    from harness.tools.replay_real import ready_point
 
     doc = json.loads((stale_run / "schedule.json").read_text())
     assert doc["start"] == "ready"

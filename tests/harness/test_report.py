@@ -1,4 +1,4 @@
-"""Per-run reports (`harness.report`): fault intervals, plots, per-key pages and report.html of real sim runs."""
+"""Per-run reports (`harness.store.report`): fault intervals, plots, per-key pages and report.html of real sim runs."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ import pytest
 
 from checkers.history import Op
 from harness.cli import main
-from harness.report import write_report
-from harness.report.faults import Interval, describe_value, fault_intervals
-from harness.report.plots import DPI, HEIGHT, WIDTH, bucket_seconds
+from harness.store.report import write_report
+from harness.store.report.faults import Interval, describe_value, fault_intervals
+from harness.store.report.plots import DPI, HEIGHT, WIDTH, bucket_seconds
 
 S = 1_000_000_000
 
@@ -330,7 +330,7 @@ def test_a_failing_plot_is_noted_and_the_report_is_still_written(
     def broken(*_: object) -> int:
         raise RuntimeError("no ink")
 
-    monkeypatch.setattr("harness.report.build.latency_plot", broken)
+    monkeypatch.setattr("harness.store.report.build.latency_plot", broken)
     html = write_report(run_dir).read_text()
     assert "latency plot failed: no ink" in html
     assert not (run_dir / "latency.png").exists() and "latency.png" not in html and "rate.png" in html
@@ -341,7 +341,7 @@ def test_a_failing_report_never_changes_the_verdict(tmp_path: Path, monkeypatch:
     def broken(_: object) -> Path:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr("harness.report.write_report", broken)
+    monkeypatch.setattr("harness.store.report.write_report", broken)
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         code = main(["test", "--time-limit", "10", "--seed", "1", "--bug", "stale-read", "--store", str(tmp_path)])

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from checkers.history import Op
-from harness.runner.run import run_real
+from harness.core.spec import TestSpec
+from harness.real.run import run_real
 from harness.sim.cluster import Simulation
-from harness.spec import TestSpec
 
 SEED, NODES, CONCURRENCY, SECONDS = 5, 3, 4, 4.0
 # a few operations per second: every thread is free when drawn on both runtimes, however long an operation takes

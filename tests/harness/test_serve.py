@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from harness.nightly import write_report
-from harness.serve import make_server
+from harness.store.report.analysis import write_report
+from harness.store.serve import make_server
 
 SECRET = "TOPSECRET-do-not-serve"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from harness.commands.explore import run as run_explore
-from harness.fleet import run_fleet, run_one
-from harness.spec import TestSpec
+from harness.core.spec import TestSpec
+from harness.tools.fleet import run_fleet, run_one
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -191,7 +191,7 @@ def test_the_shipped_packages_zip_is_removed_when_the_driver_exits(tmp_path: Pat
         "session = Session()\n"
         "path = ship_packages(session)\n"
         "assert session.sparkContext.added == str(path)\n"
-        "assert 'harness/fleet.py' in zipfile.ZipFile(path).namelist()\n"
+        "assert 'harness/tools/fleet.py' in zipfile.ZipFile(path).namelist()\n"
         "print(path)\n"
     )
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from checkers.queue import ANOMALY_TYPES
 from harness.cli import build_parser
+from harness.core.spec import ACKS, BACKENDS, WORKLOADS, SpecError, TestSpec
+from harness.core.streams import STREAMS, stream
 from harness.nemesis.partitions import KINDS
 from harness.nemesis.schedule import ALL, PACKAGES
-from harness.spec import ACKS, BACKENDS, WORKLOADS, SpecError, TestSpec
-from harness.streams import STREAMS, stream
 from nodes.raft.bugs import ALL_BUGS
 
 names = st.text(st.characters(min_codepoint=32, max_codepoint=0x2FF), min_size=1, max_size=12)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from checkers.pipeline.config import config_label
-from harness.suite import (
+from harness.tools.suite import (
     Outcome,
     Planned,
     Suite,
@@ -393,7 +393,7 @@ def test_shipped_suites_load() -> None:
 def test_live_and_summary_tables_render(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from harness.suite import live_table, summary_tables
+    from harness.tools.suite import live_table, summary_tables
 
     passed = _outcome(tmp_path, "p", {"valid": True}, 0)
     failed = _outcome(tmp_path, "f", {"valid": False, "anomaly-types": ["nonlinearizable"]}, 1)

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from harness.simrun import simulate
-from harness.spec import SpecError, TestSpec
+from harness.core.spec import SpecError, TestSpec
+from harness.sim.runs import simulate
 from workloads import generator as gen
 from workloads import queue as q
 from workloads.protocol import Completion, Failure, Reply, Request
@@ -432,7 +432,7 @@ def test_a_timed_out_transaction_whose_abort_fails_does_not_stop_simulated_time(
     import sys
 
     code = (
-        "from harness.simrun import simulate; from harness.spec import TestSpec; "
+        "from harness.sim.runs import simulate; from harness.core.spec import TestSpec; "
         "c = simulate(TestSpec(seed=11, time_limit=30, workload='queue', txn=True, nodes=5, "
         "nemeses=('partition', 'kill'), bugs=('lso-ignores-open',))); print(c.valid)"
     )

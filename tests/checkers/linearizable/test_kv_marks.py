@@ -4,8 +4,8 @@ with the opt-in reading, and the marks are there to be read."""
 from __future__ import annotations
 
 from checkers.linearizable import check
-from harness.simrun import simulate
-from harness.spec import TestSpec
+from harness.core.spec import TestSpec
+from harness.sim.runs import simulate
 
 
 def test_clean_runs_stay_valid_reading_compare_failures() -> None:

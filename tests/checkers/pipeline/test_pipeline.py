@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from checkers.pipeline.job import analyze, read_table
-from harness.nightly import write_report
+from harness.store.report.analysis import write_report
 from tests.checkers.pipeline.runs import kraftwerk_test
 
 pytestmark = [

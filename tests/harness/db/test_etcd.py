@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from checkers.epochs import check_events
-from harness.backends.base import Host
 from harness.cli import build_parser
 from harness.commands import test as test_command
 from harness.commands.parser import UsageError
+from harness.core.spec import SpecError, TestSpec
 from harness.db.etcd import EtcdConnection, EtcdDB, role_of
 from harness.db.etcd_http import HttpConnection, NotSent
-from harness.spec import SpecError, TestSpec
+from harness.real.backends.base import Host
 from workloads.register import KvRequest
 
 need_etcd = pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd-server is not installed (./run setup)")
@@ -184,7 +184,7 @@ def test_epochs_checker_reports_two_etcd_leaders_in_one_term() -> None:
 def test_local_etcd_register_under_kills_and_pauses_is_valid(tmp_path: Path) -> None:
     """A short run against three real etcd members on 127.0.0.x: valid, with etcd's logs and the polled
     raft states in the run directory."""
-    from tests.harness.runner import realtest
+    from tests.harness.real import realtest
 
     r = realtest.kraftwerk_test(
         tmp_path, "--db", "etcd", "--backend", "local", "--nemesis", "kill,pause,clock", "--nodes", "3",

@@ -1,3 +1,3 @@
 """Fixtures for the nemesis tests."""
 
-from tests.harness.backends.clusters import node_image  # noqa: F401 - re-exported fixture
+from tests.harness.real.backends.clusters import node_image  # noqa: F401 - re-exported fixture

@@ -1,4 +1,4 @@
-"""clocktrace (harness.nemesis.clocktrace): the clock nemesis's faults reach a Go program (etcd) that libfaketime
+"""clocktrace (harness.real.faults.clocktrace): the clock nemesis's faults reach a Go program (etcd) that libfaketime
 cannot, through the same faketime file; kill and pause of the traced program work as without it."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.local import LocalBackend
 from harness.db.etcd import EtcdDB
-from harness.nemesis import clocktrace
-from harness.nemesis.real_clock import ClockNemesis
+from harness.real.backends.local import LocalBackend
+from harness.real.faults import clocktrace
+from harness.real.faults.clock import ClockNemesis
 
 need_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed (./run setup)")
 need_etcd = pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd-server is not installed (./run setup)")

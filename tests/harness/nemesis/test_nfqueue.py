@@ -21,9 +21,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.nemesis import nfqueue
-from harness.nemesis.nfqueue import MS, Shaper
-from harness.nemesis.real_net import PACKET_CHAIN, chain_counts, chain_script, remove_script
+from harness.real.faults import nfqueue
+from harness.real.faults.net import PACKET_CHAIN, chain_counts, chain_script, remove_script
+from harness.real.faults.nfqueue import MS, Shaper
 from harness.sim.packets import Shaping
 
 # ------------------------------------------------------------------ netlink messages

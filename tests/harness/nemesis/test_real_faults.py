@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.backends.base import Host
 from harness.nemesis import partitions
-from harness.nemesis.real import RealNemesis
-from harness.nemesis.real_net import CHAIN, PACKET_CHAIN
-from tests.harness.backends import clusters
+from harness.real.backends.base import Host
+from harness.real.faults import RealNemesis
+from harness.real.faults.net import CHAIN, PACKET_CHAIN
+from tests.harness.real.backends import clusters
 
 
 @pytest.fixture(scope="module", params=clusters.BACKENDS)

@@ -6,12 +6,12 @@ import random
 
 import pytest
 
-from harness.backends.base import Host
-from harness.control.base import Transport
 from harness.nemesis import partitions, schedule
-from harness.nemesis.real import RealNemesis
-from harness.nemesis.real_clock import faketime_spec
-from harness.nemesis.real_net import (
+from harness.real.backends.base import Host
+from harness.real.control.base import Transport
+from harness.real.faults import RealNemesis
+from harness.real.faults.clock import faketime_spec
+from harness.real.faults.net import (
     CHAIN,
     PacketNemesis,
     describe_grudge,
@@ -182,7 +182,7 @@ def test_every_scheduled_event_applies_and_everything_heals() -> None:
     packages = [p for p in schedule.PACKAGES if p != "disk"]
     events = schedule.generate(7, NODES, packages, time_limit_s=60, interval_s=3)
     assert {e["f"] for e in events} >= {"start-partition", "kill", "pause", "bump-clock"}
-    from harness.control import DaemonSpec
+    from harness.real.control import DaemonSpec
 
     with RealNemesis(hosts, daemons=lambda h: DaemonSpec(["node"], f"{h.workdir}/pid", f"{h.workdir}/log")) as nem:
         assert all(h.control.files[f"{h.workdir}/faketime"] == b"+0\n" for h in hosts)  # type: ignore[attr-defined]
@@ -200,7 +200,7 @@ def test_every_scheduled_event_applies_and_everything_heals() -> None:
 
 
 def test_clock_env_fakes_monotonic_only_when_asked() -> None:
-    from harness.nemesis.real_clock import ClockNemesis
+    from harness.real.faults.clock import ClockNemesis
 
     hosts = fake_hosts()
     for monotonic in (False, True):

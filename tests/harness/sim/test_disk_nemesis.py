@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from harness.checks import check_run
+from harness.core.checks import check_run
+from harness.core.spec import TestSpec
 from harness.nemesis.schedule import generate
 from harness.sim.cluster import SimPlan, Simulation
 from harness.sim.disk import BatchDisk
 from harness.sim.engine import SECOND
-from harness.spec import TestSpec
 from nodes.broker import Batch
 
 

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from harness.checks import check_run
+from harness.core.checks import check_run
+from harness.core.spec import TestSpec
 from harness.sim.cluster import SimPlan, Simulation
 from harness.sim.engine import MS, SECOND, Scheduler
 from harness.sim.network import Network
 from harness.sim.packets import Shaping
-from harness.spec import TestSpec
 
 # ------------------------------------------------------------------ strobe
 
@@ -151,8 +151,8 @@ def test_a_run_with_packet_faults_is_valid_and_deterministic(seed: int) -> None:
 
 def test_packet_faults_are_recorded_as_on_real_backends() -> None:
     """start-packet: behaviours with parameters filled in, nodes, peers, method; stop-packet: per sending node
-    what the fault did (the counters `harness.nemesis.nfqueue.COUNTERS` the real backends record)."""
-    from harness.nemesis.nfqueue import COUNTERS
+    what the fault did (the counters `harness.real.faults.nfqueue.COUNTERS` the real backends record)."""
+    from harness.real.faults.nfqueue import COUNTERS
 
     a = Simulation(TestSpec(seed=2, time_limit=20, interval=2.0, nemeses=("packet",))).run()
     ops = [op for op in a.recorder.ops if op.process == "nemesis"]

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from harness.checks import check_run
+from harness.core.checks import check_run
+from harness.core.spec import TestSpec
 from harness.sim.cluster import SimPlan, Simulation
-from harness.simrun import from_schedule, simulate
-from harness.spec import TestSpec
+from harness.sim.runs import from_schedule, simulate
 
 S = 1_000_000_000
 

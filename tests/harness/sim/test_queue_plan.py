@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.core.spec import TestSpec
 from harness.sim.cluster import SimPlan
-from harness.simrun import Checked, from_schedule, simulate
-from harness.spec import TestSpec
+from harness.sim.runs import Checked, from_schedule, simulate
 
 ACKS = {-1: "all", 1: "1", 0: "0"}  # the producer's acks → --acks
 SETTINGS = settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))

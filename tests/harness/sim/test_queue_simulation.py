@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from harness.core.spec import TestSpec
 from harness.sim.cluster import Simulation
-from harness.simrun import simulate
-from harness.spec import TestSpec
+from harness.sim.runs import simulate
 
 
 def run(seed: int, time_limit: float = 20.0, **kw: Any) -> dict[str, Any]:

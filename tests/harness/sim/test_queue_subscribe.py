@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from harness.core.spec import SpecError, TestSpec
 from harness.sim.cluster import Simulation
-from harness.simrun import simulate
-from harness.spec import SpecError, TestSpec
+from harness.sim.runs import simulate
 from workloads.queue import range_assignment
 
 ROOT = Path(__file__).resolve().parents[3]

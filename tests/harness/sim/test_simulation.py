@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.checks import check_run
+from harness.core.checks import check_run
+from harness.core.spec import TestSpec
 from harness.sim.cluster import SimPlan, Simulation
-from harness.spec import TestSpec
 
 ALL = ["partition", "kill", "pause", "clock"]
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.cluster_local import LOCAL_DEFAULTS, LocalCluster
+from harness.real.cluster_local import LOCAL_DEFAULTS, LocalCluster
 from nodes.kafka import protocol as kp
 from nodes.kafka.records import build_batch, encode_batch
 from nodes.runtime import framing

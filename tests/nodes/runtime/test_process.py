@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from checkers.epochs import check_events
-from harness.cluster_local import LocalCluster
 from harness.db.nodes import FAST_ELECTIONS
+from harness.real.cluster_local import LocalCluster
 from nodes.runtime.kvclient import KvClusterClient
 
 from ._support import run

@@ -1,0 +1,1 @@
+"""Tools over stored runs: replay, shrink, suites and the Spark fleet."""

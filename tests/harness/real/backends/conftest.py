@@ -1,0 +1,3 @@
+"""Fixtures for the backend tests."""
+
+from tests.harness.real.backends.clusters import node_image  # noqa: F401 - re-exported fixture
