@@ -1,6 +1,6 @@
 """Checker speed beside Porcupine: whole `kraftwerk check` processes and Porcupine's own tests, in one run.
 
-Corpora (the shared histories, `$KRAFTWERK_SHARED/data/histories/porcupine/test_data`):
+Corpora (the reference histories in `tests/data/histories/porcupine/test_data`):
 - the etcd corpus: every non-empty `jepsen/etcd_*.log`, cas-register — beside Porcupine's
   `TestEtcdJepsen*` (the same 102 logs; etcd_095 is empty and has no test);
 - the kv c50 pair: `kv/c50-ok.txt` + `kv/c50-bad.txt`, kv-append — beside Porcupine's
@@ -44,8 +44,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-SHARED = Path(os.environ.get("KRAFTWERK_SHARED", ROOT.parent / "shared"))
-H = SHARED / "data" / "histories"
+H = ROOT / "tests" / "data" / "histories"
 PORCUPINE_DATA = H / "porcupine"
 EXIT_NO_PORCUPINE = 2
 
@@ -223,7 +222,7 @@ def main() -> int:
         )
         return EXIT_NO_PORCUPINE
     if not (H / "MANIFEST.tsv").exists():
-        print(f"the shared histories are not at {H} (set KRAFTWERK_SHARED)", file=sys.stderr)
+        print(f"the reference histories are missing from {H}", file=sys.stderr)
         return EXIT_NO_PORCUPINE
     jepsen = PORCUPINE_DATA / "test_data" / "jepsen"
     etcd = sorted(str(p) for p in jepsen.glob("etcd_*.log") if p.stat().st_size > 0)

@@ -9,8 +9,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("KRAFTWERK_SHARED", ROOT.parent / "shared"))
-HISTORIES = SHARED / "data" / "histories"
+HISTORIES = ROOT / "tests" / "data" / "histories"  # the reference corpus (README.md there: sources, licences)
 
 settings.register_profile(
     "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
@@ -22,5 +21,5 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.ge
 @pytest.fixture
 def histories_dir() -> Path:
     if not HISTORIES.exists():
-        pytest.fail(f"shared histories not found at {HISTORIES} (set KRAFTWERK_SHARED)")
+        pytest.fail(f"the reference histories are missing from {HISTORIES}")
     return HISTORIES

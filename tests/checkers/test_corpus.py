@@ -1,4 +1,4 @@
-"""Every history in the shared corpus (MANIFEST.tsv) gets exactly its published verdict."""
+"""Every history in the reference corpus (tests/data/histories/MANIFEST.tsv) gets exactly its published verdict."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ INITIAL = {"multi-register": {"x": 0, "y": 0}}
 
 
 def test_manifest_is_there() -> None:
-    assert len(ROWS) >= 230, f"expected the shared corpus at {MANIFEST}"
+    assert len(ROWS) >= 230, f"expected the reference corpus at {MANIFEST}"
 
 
 @pytest.mark.parametrize("row", [r for r in ROWS if Path(r["path"]).name != "etcd_095.log"], ids=lambda r: r["path"])
