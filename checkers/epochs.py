@@ -1,7 +1,7 @@
 """Epoch and leader safety checker: reads the nodes' events (``events.jsonl``) and their end-of-run
 committed log dumps (``logs/<node>.jsonl``) and reports what Raft/KRaft promises never happens.
 
-Anomalies (see DESIGN.md, "Node events"):
+Anomalies (see docs/design.md "Epochs and leaders"; the events: docs/formats.md "Node events"):
 
 * ``multiple-leaders`` -- two different leaders for one epoch. A node in role ``leader`` claims the
   epoch for itself (``"source": "self"``); a node that records ``leader: B`` claims it for B

@@ -1,6 +1,6 @@
 """Reading and writing histories in every supported format.
 
-- `jsonl`: our own `history.jsonl` (DESIGN.md);
+- `jsonl`: our own `history.jsonl` (docs/formats.md "History");
 - `edn`: Jepsen/Knossos EDN — one vector (or list) of op maps, or one map per line;
 - `jepsen-log`: Jepsen text logs, `INFO  jepsen.util - 3\t:invoke\t:read\tnil`.
 

@@ -1,4 +1,4 @@
-"""The operation history: the `history.jsonl` model of DESIGN.md, validation and pairing.
+"""The operation history: the `history.jsonl` model of docs/formats.md "History", validation and pairing.
 
 A history is a list of `Op` records in completion order. `pair()` matches every
 client invocation with its completion (ok, fail, info, or none by the end) and
@@ -79,7 +79,7 @@ class Op:
         return self.process != NEMESIS
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSONL object of DESIGN.md, fields in their canonical order."""
+        """The JSONL object of docs/formats.md "History", fields in their canonical order."""
         out: dict[str, Any] = {"index": self.index}
         if self.time is not None:
             out["time"] = self.time

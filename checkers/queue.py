@@ -3,7 +3,7 @@
 The system under test is a Kafka-like log. One partition is one `key` (such as ``"t0-2"``); offsets
 are non-negative integers, increasing along a partition. Values sent are unique in a test.
 
-Accepted operations (see DESIGN.md, "Queue ops"):
+Accepted operations (see docs/formats.md "Queue ops"):
 
 * ``send`` with a ``key``: invoke value ``v``; ``ok`` value ``[offset, v]`` where ``offset`` may be
   ``null`` when the client does not know it. ``fail`` = definitely not appended, ``info`` (or an

@@ -42,7 +42,7 @@ Anomalies (Jepsen's names; each is bad unless in the allowed set):
   example carries ``"ww": false`` when its cycle has no ww edge, and the anomaly a count
   ``"without-ww"`` of such cycles.
 
-Allowed-set policy (as Jepsen's, JEPSEN.md section 3): int-send-skip, G0, G0-process and
+Allowed-set policy (as Jepsen's, docs/design.md "Queue anomalies"): int-send-skip, G0, G0-process and
 G0-realtime are always allowed; with ``subscribe=True`` also poll-skip and nonmonotonic-poll; with
 ``ww_deps=True`` also G1c and its variants, but only when they need a ww edge: ww edges are
 inferred from log offsets, and Kafka transactions do not isolate writes, while "a G1c built only

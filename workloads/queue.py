@@ -1,6 +1,6 @@
 """The queue workload: clients send unique values to a Kafka-style log and poll them back.
 
-As Jepsen's Kafka workload (JEPSEN.md §3): one partition is one key (`t0-2`), `send` appends a
+As Jepsen's Kafka workload (docs/formats.md "Queue ops"): one partition is one key (`t0-2`), `send` appends a
 unique value, `poll` reads from the process's position, `assign` replaces the process's
 partitions and resets its positions to the beginning. Written once for every runtime: the
 generator, the sans-IO client (`QueueClient`: an operation in, requests out; answers in, a

@@ -4,7 +4,7 @@ A model compiles each completed operation into a *step*: a function from a state
 to the next state, or `ILLEGAL` when the operation cannot happen in that state.
 States are small hashable values, so (linearized set, state) pairs memoise well.
 
-Semantics (DESIGN.md): registers start at `null` and reads are strict (reading
+Semantics (docs/formats.md "Register ops"): registers start at `null` and reads are strict (reading
 `null` means "no value"); `fail` means the operation definitely did not happen,
 so failed operations are dropped; `info` (or never completed) means it may have
 happened at any time after its invocation, or never. A crashed read has no

@@ -1,6 +1,6 @@
 """``kraftwerk cluster up|kill|start|down``: a cluster left running for tests and experiments.
 
-``up`` prints one JSON object (DESIGN.md)::
+``up`` prints one JSON object (docs/formats.md "cluster up output")::
 
     {"bootstrap": "127.0.0.2:P,…", "nodes": [{"id": 1, "host": "127.0.0.2", "port": P}, …]}
 

@@ -1,6 +1,6 @@
 """`kraftwerk test`: run one chaos test, store everything, check it, exit with the verdict.
 
-The run directory (DESIGN.md "Store") gets test.json (every option and the seed),
+The run directory (docs/design.md "Store") gets test.json (every option and the seed),
 history.jsonl (written as the run goes), events.jsonl, logs/<node>.jsonl,
 schedule.json (the realised fault schedule), results.json and, for an invalid
 linearizability verdict, timeline.html.

@@ -3,7 +3,7 @@
 Commands build TestSpecs (from their options, a stored `test.json` or a suite entry) and pass
 them down; nothing below the command line reads argparse objects. Building one validates it
 without side effects: a bad option raises `SpecError` naming it (exit 254). `to_json` is
-`test.json` (the keys DESIGN.md "Store" names; options that do not apply to the workload or
+`test.json` (the keys docs/formats.md "test.json" names; options that do not apply to the workload or
 backend are left out), `from_json` reads it back. `spec.rng(name, …)` is the named random
 stream of the test's seed (harness.core.streams).
 """

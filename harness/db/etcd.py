@@ -18,7 +18,7 @@ gRPC stack is needed (see `harness.db.etcd_http`).
 
 Leader safety: from `start_all` until `collect`, one thread per member polls its raft status
 (`GET /debug/vars`, the `raft.status` entry: id, term, vote, lead, raftState in one consistent
-snapshot taken by the raft goroutine) and records each change as a `state` event in DESIGN.md's
+snapshot taken by the raft goroutine) and records each change as a `state` event in docs/formats.md "Node events"
 format (epoch = raft term, leader and voted_for as host names), so the epochs checker can report
 two leaders in one term or two votes in one term. `/v3/maintenance/status` is not used for this:
 its `raftTerm` is the term of the last *applied* entry and its `leader` is read separately, so a
@@ -69,7 +69,7 @@ ROLES = {
 
 
 def role_of(raft_state: str) -> str:
-    """The DESIGN.md role of an etcd raft state (StateLeader → leader, …)."""
+    """The docs/formats.md "Node events" role of an etcd raft state (StateLeader → leader, …)."""
     return ROLES.get(raft_state, "unattached")
 
 
@@ -328,7 +328,8 @@ class EtcdDB(PidfileDaemons):
         self._pollers = []
 
     def event_of(self, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
-        """A DESIGN.md `state` event from one raft status of member `name` (time filled in by the poller)."""
+        """A `state` event (docs/formats.md "Node events") from one raft status of member `name` (time filled in by
+        the poller)."""
         ev: dict[str, Any] = {
             "node": name,
             "type": "state",

@@ -158,7 +158,7 @@ class LocalCluster:
         return {int(name[1:]): ep for name, ep in self.db.endpoints().items()}
 
     def contract(self) -> dict[str, Any]:
-        """The JSON object ``cluster up`` prints (DESIGN.md)."""
+        """The JSON object ``cluster up`` prints (docs/formats.md "cluster up output")."""
         nodes_ = [{"id": i, "host": host, "port": port} for i, (host, port) in sorted(self.addresses().items())]
         return {"bootstrap": ",".join(f"{n['host']}:{n['port']}" for n in nodes_), "nodes": nodes_}
 
@@ -272,7 +272,7 @@ def up(
     python: str = sys.executable,
 ) -> dict[str, Any]:
     """Start ``n`` nodes and wait (at most ``timeout`` s) until they form a working cluster.
-    Returns the DESIGN.md JSON object. On failure every started node is killed."""
+    Returns the JSON object of docs/formats.md "cluster up output". On failure every started node is killed."""
     directory = Path(directory).resolve()
     bug_list = sorted(set(bugs))
     unknown = unknown_bugs(bug_list)

@@ -107,7 +107,7 @@ def up(
     overrides: Mapping[str, str] | None = None,
     timeout: float = 30.0,
 ) -> dict[str, Any]:
-    """Create and start an ``n``-node docker or netns cluster; the DESIGN.md JSON object.
+    """Create and start an ``n``-node docker or netns cluster; the JSON object of docs/formats.md "cluster up output".
     On failure everything created is removed."""
     directory = Path(directory).resolve()
     bug_list = sorted(set(bugs))
@@ -181,7 +181,7 @@ def up(
 
 
 def _contract(db: NodeDB) -> dict[str, Any]:
-    """The JSON object ``cluster up`` prints (DESIGN.md)."""
+    """The JSON object ``cluster up`` prints (docs/formats.md "cluster up output")."""
     listed = [{"id": NodeDB.node_id(h), "host": h.address, "port": db.client_port(h)} for h in db.hosts]
     return {"bootstrap": ",".join(f"{n['host']}:{n['port']}" for n in listed), "nodes": listed}
 

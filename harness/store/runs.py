@@ -1,4 +1,4 @@
-"""The run store: `store/<test-name>/<YYYYMMDDTHHMMSS.mmm>/` with `latest` links (DESIGN.md "Store")."""
+"""The run store: `store/<test-name>/<YYYYMMDDTHHMMSS.mmm>/` with `latest` links (docs/design.md "Store")."""
 
 from __future__ import annotations
 

@@ -355,7 +355,7 @@ def exit_code_test_all(statuses: Iterable[str]) -> int:
     """The suite's exit code, worst of: 255 if any run crashed, else 1 if any failed, else 2 if any
     was unknown, else 0 — the order the issue asks for (a finding outranks an inconclusive run).
 
-    Jepsen's own test-all ranks unknown above invalid (JEPSEN.md §1.6); for a CI gate a definite
+    Jepsen's own test-all ranks unknown above invalid (docs/design.md "Exit codes"); for a CI gate a definite
     failure is the more useful signal.
     """
     seen = set(statuses)

@@ -1,4 +1,4 @@
-"""Sans-IO Kafka-style broker core for the combined KRaft node (KRAFT.md §3).
+"""Sans-IO Kafka-style broker core for the combined KRaft node (docs/kraft.md §3).
 
 :class:`BrokerNode` (``node``) owns a raft voter, the register service (``nodes.kv``), the
 metadata image (``image``, ``records``) and controller (``controller``), and the broker:

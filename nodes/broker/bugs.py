@@ -1,4 +1,4 @@
-"""The seeded broker bugs (DESIGN.md "Seeded bugs") this package reacts to.
+"""The seeded broker bugs (docs/design.md "Seeded bugs") this package reacts to.
 
 * ``hw-from-leader``: an acks=-1 produce is answered once the leader's own append is durable,
   as for acks=1, instead of when the high watermark covers it.

@@ -1,4 +1,4 @@
-"""What the group and transaction coordinators share (KRAFT.md §7), sans-IO: an internal topic
+"""What the group and transaction coordinators share (docs/kraft.md §7), sans-IO: an internal topic
 whose partitions are led by the coordinators, created on first use through the controller; the
 key → partition mapping (Java ``hashCode`` modulo the partition count, as Kafka); FindCoordinator
 answers; appends through the replica manager with origin coordinator and acks=-1; following the

@@ -1,4 +1,4 @@
-"""``partition-leader`` lines for ``events.jsonl`` (DESIGN.md "Node events")."""
+"""``partition-leader`` lines for ``events.jsonl`` (docs/formats.md "Node events")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The group coordinator (classic rebalance protocol, KRAFT.md §7), sans-IO.
+"""The group coordinator (classic rebalance protocol, docs/kraft.md §7.1), sans-IO.
 
 Each group lives in one partition of ``__consumer_offsets`` (Java ``hashCode`` of the group id
 modulo the partition count); the broker leading that partition is the group's coordinator. It

@@ -1,5 +1,5 @@
 """One partition replica on this broker: its log, role, high watermark, last stable offset and,
-while leading, the followers' fetch state and the ISR rules (KRAFT.md §3.2/§3.3/§7; Kafka's
+while leading, the followers' fetch state and the ISR rules (docs/kraft.md §3.2/§3.3/§7; Kafka's
 ``Partition``/``Replica``).
 
 Pure state: the replica manager turns what these methods report into effects and messages.

@@ -2,7 +2,7 @@
 markers from the coordinator origin), fetch (``fetch_messages``; read_committed up to the last
 stable offset with the aborted transactions), ``list_offsets``, the leader's high watermark and
 ISR rules, the delayed operations, partition-log flushing, and roles driven by the committed
-metadata (KRAFT.md §3 and §7; Kafka's ``ReplicaManager``/``Partition``). Sans-IO: everything goes
+metadata (docs/kraft.md §3 and §7; Kafka's ``ReplicaManager``/``Partition``). Sans-IO: everything goes
 out through the :class:`~nodes.broker.host.BrokerHost`.
 """
 

@@ -1,4 +1,4 @@
-"""The transaction coordinator (KIP-98, KRAFT.md §7; Kafka's ``TransactionCoordinator``,
+"""The transaction coordinator (KIP-98, docs/kraft.md §7.3; Kafka's ``TransactionCoordinator``,
 ``TransactionStateManager`` and ``TransactionMarkerChannelManager``), sans-IO.
 
 Each transactional id lives in one partition of ``__transaction_state`` (Java ``hashCode``

@@ -12,7 +12,7 @@ OK, FAIL, INFO = "ok", "fail", "info"
 class ClientReply:
     """Completion of ``submit(…, request_id, …)`` in history terms.
 
-    ``type``: ``"ok"`` (happened; ``value`` as in DESIGN.md: the value read, the value written, or
+    ``type``: ``"ok"`` (happened; ``value`` as in docs/formats.md "Register ops": the value read, the value written, or
     ``[expected, new]`` for cas), ``"fail"`` (definitely did not happen: ``error`` is
     ``"not-leader"`` with ``leader_id`` the leader this node knows, or ``"cas-mismatch"``), or
     ``"info"`` (unknown: ``"leadership-lost"`` after the command was appended).

@@ -1,4 +1,4 @@
-"""Seeded bug names (DESIGN.md "Seeded bugs") and validation of a node's ``bugs`` set.
+"""Seeded bug names (docs/design.md "Seeded bugs") and validation of a node's ``bugs`` set.
 
 Each name turns on one known-wrong behaviour. The raft core reacts to the raft ones, the register
 state machine to ``stale-read``; the broker bugs are accepted here (a node gets the whole ``--bug``

@@ -85,7 +85,7 @@ class Reply:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One line for ``events.jsonl`` (DESIGN.md "Node events"): ``data`` is the JSON object."""
+    """One line for ``events.jsonl`` (docs/formats.md "Node events"): ``data`` is the JSON object."""
 
     data: dict[str, Any]
 

@@ -1,4 +1,4 @@
-"""Builders for ``events.jsonl`` lines (DESIGN.md "Node events"). Node ids render as ``"n<id>"``."""
+"""Builders for ``events.jsonl`` lines (docs/formats.md "Node events"). Node ids render as ``"n<id>"``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""RaftNode: the sans-IO KRaft-style quorum core (KRAFT.md §1).
+"""RaftNode: the sans-IO KRaft-style quorum core (docs/kraft.md §1).
 
 The node never touches sockets, clocks, threads or files. Each public method takes ``now`` (the
 driver's clock, **integer nanoseconds**: the simulator's virtual clock or ``time.monotonic_ns()``;

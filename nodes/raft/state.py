@@ -1,4 +1,4 @@
-"""Roles and the role transition table (KRAFT.md §1.4), plus the start-up rules (§1.3).
+"""Roles and the role transition table (docs/kraft.md §1.4), plus the start-up rules (docs/kraft.md §1.3).
 
 Everything that decides *which role follows which* lives here, table-driven like h11's
 ``_state.py``; ``node.py`` decides *when* a trigger happens and checks each switch against

@@ -1,4 +1,4 @@
-"""Randomised election timeouts and the two election backoffs (KRAFT.md §1.1, §1.4), in ns.
+"""Randomised election timeouts and the two election backoffs (docs/kraft.md §1.1, §1.4), in ns.
 
 All randomness comes from the ``random.Random`` the driver gives the node, so a seeded simulator
 replays the same timeouts.

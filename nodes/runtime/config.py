@@ -35,7 +35,7 @@ Accepted keys (anything else is an error naming the key):
                                             expiry): ``wall`` (default; Kafka's ``Time.milliseconds()``,
                                             which a wall-clock step or libfaketime moves) or
                                             ``monotonic``
-``kraftwerk.bugs``                          comma list of seeded bug names (DESIGN.md)
+``kraftwerk.bugs``                          comma list of seeded bug names (docs/design.md "Seeded bugs")
 ``kraftwerk.pre.vote``                      ``true``/``false`` (KIP-996 pre-vote), default false
 ``kraftwerk.lease.reads``                   ``true``: the leader answers register reads from its state
                                             while its lease lasts (leader leases, ``RaftConfig``),

@@ -13,7 +13,7 @@ key    name                request body (UTF-8 JSON)                   response 
 =====  ==================  ==========================================  ===============================
 
 A KV reply is ``{"type": "ok"|"fail"|"info", "value": …, "error": str|null, "leader": id|null,
-"node": "n<id>"}`` in history terms (DESIGN.md): ``fail`` with ``error`` ``"not-leader"`` names
+"node": "n<id>"}`` in history terms (docs/formats.md "Register ops"): ``fail`` with ``error`` ``"not-leader"`` names
 the leader the node knows; ``"bad-request"`` means the body was malformed. Any other api key
 closes the connection.
 """

@@ -9,7 +9,7 @@ Files in ``log.dirs``:
   many of its bytes were fsynced, for the disk-fault helper (``diskfault.py``);
 * ``high-watermark`` — the highest high watermark this node has seen, so that the committed-log
   dump also works offline (``python -m nodes dump-log --dir``) and after a restart;
-* ``events.jsonl`` — DESIGN.md node events, one line each, flushed per line;
+* ``events.jsonl`` — node events (docs/formats.md "Node events"), one line each, flushed per line;
 * ``meta.properties`` (the node id that owns the directory) and ``.lock`` (one process at a time).
 
 :class:`LogFile` writes appends straight to the file (the page cache), unless ``hold`` is set
@@ -404,7 +404,7 @@ def _meta_node_id(meta: Path) -> int | None:
 
 
 def dump_entries(records: Iterable[Record]) -> list[dict[str, Any]]:
-    """``{"offset", "epoch", "digest"}`` per record, as in DESIGN.md's log dumps."""
+    """``{"offset", "epoch", "digest"}`` per record, as in docs/formats.md "Log dumps"."""
     return [{"offset": r.offset, "epoch": r.epoch, "digest": digest(r)} for r in records]
 
 

@@ -66,7 +66,8 @@ def test_test_json_round_trips(spec: TestSpec) -> None:
 
 
 def test_test_json_keeps_its_keys() -> None:
-    """The keys DESIGN.md and the pipeline read are there, named as before; queue and ssh keys only when used."""
+    """The keys docs/formats.md "test.json" names and the pipeline reads are there, named as before; queue and ssh
+    keys only when used."""
     doc = TestSpec(seed=7, bugs=("stale-read",)).to_json()
     assert list(doc) == [
         "name",

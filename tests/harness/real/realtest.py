@@ -116,7 +116,7 @@ def leftovers(cluster: str) -> list[str]:
 
 
 def check_run_layout(run: Path, nodes: int) -> dict[str, Any]:
-    """The store layout of DESIGN.md for a finished real run; returns schedule.json."""
+    """The store layout of docs/design.md "Store" for a finished real run; returns schedule.json."""
     for name in ("test.json", "history.jsonl", "events.jsonl", "results.json", "schedule.json", "cluster.json"):
         assert (run / name).is_file(), name
     names = [f"n{i}" for i in range(1, nodes + 1)]

@@ -1,4 +1,4 @@
-"""Fetch and ListOffsets on the leader (KRAFT.md §3.2/§3.3): visibility, errors, diverging
+"""Fetch and ListOffsets on the leader (docs/kraft.md §3.2/§3.3): visibility, errors, diverging
 epochs (KIP-320, KAFKA-13141), the delayed fetch, and OFFSET_NOT_AVAILABLE."""
 
 import pytest

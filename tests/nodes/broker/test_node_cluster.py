@@ -1,6 +1,6 @@
 """Three combined BrokerNodes on the in-test driver: register commands still work, topics are
 created through the quorum, acks=all writes survive the loss of the partition leader, restarts
-recover partition logs, and the KRAFT.md §3.4 scenarios S1 (acks=1 loss allowed) and S2
+recover partition logs, and the docs/kraft.md §3.4 scenarios S1 (acks=1 loss allowed) and S2
 (min ISR 2 refuses instead of losing)."""
 
 from dataclasses import replace
@@ -121,7 +121,7 @@ def test_acks_all_writes_survive_the_loss_of_the_partition_leader(seed):
     assert c.broker(new).replicas.partitions[TP].leader_epoch > old_epoch
     acked = acked_of(c, rids)
     assert len(acked) >= 10
-    # a new leader's HW starts at its follower HW (KRAFT.md S8); it catches up within a fetch round
+    # a new leader's HW starts at its follower HW (docs/kraft.md §3.4, S8); it catches up within a fetch round
     assert c.run_until(lambda: c.broker(new).replicas.partitions[TP].hw > max(acked.values()), 5_000)
     seen = dict((v, o) for o, v in c.read_all(new, TP))
     assert {k: seen.get(k) for k in acked} == acked  # nothing acknowledged is lost

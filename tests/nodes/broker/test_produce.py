@@ -1,4 +1,4 @@
-"""Produce rules (KRAFT.md §3.1): acks validation, min ISR, NOT_LEADER, leader-epoch fencing,
+"""Produce rules (docs/kraft.md §3.1): acks validation, min ISR, NOT_LEADER, leader-epoch fencing,
 when each acks level is answered, and the delayed produce's outcomes."""
 
 import pytest

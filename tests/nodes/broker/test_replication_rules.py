@@ -1,4 +1,4 @@
-"""Leader-side HW and ISR rules (KRAFT.md §3.2): lastCaughtUpTime, HW over the maximal ISR held
+"""Leader-side HW and ISR rules (docs/kraft.md §3.2): lastCaughtUpTime, HW over the maximal ISR held
 below min ISR, ISR shrink after replica.lag.time.max.ms and expansion via AlterPartition."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""Transactions, partition side (KRAFT.md §7): transactional and control batches in the partition
+"""Transactions, partition side (docs/kraft.md §7.3): transactional and control batches in the partition
 log, the last stable offset, the aborted-transaction index, read_committed fetches, producer-epoch
 fencing of batches and markers, and all of it rebuilt from the log on a new leader or a restart."""
 

@@ -1,4 +1,4 @@
-"""The transaction coordinator on three simulated BrokerNodes (KRAFT.md §7): InitProducerId with a
+"""The transaction coordinator on three simulated BrokerNodes (docs/kraft.md §7.3): InitProducerId with a
 transactional id, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn with its markers
 on every partition (and the offsets partition), zombie fencing by the epoch bump, the timeout
 abort, and failover: a new coordinator finishes a transaction its predecessor left in

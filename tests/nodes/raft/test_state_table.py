@@ -14,7 +14,7 @@ from nodes.raft.state import (
 )
 
 EXPECTED_ROWS = [
-    # (from, trigger, to) for pre-vote off: KRAFT.md §1.4
+    # (from, trigger, to) for pre-vote off: docs/kraft.md §1.4
     *[(r, Trigger.HIGHER_EPOCH, Role.UNATTACHED) for r in Role],
     *[(r, Trigger.HIGHER_EPOCH_WITH_LEADER, Role.FOLLOWER) for r in Role],
     (Role.UNATTACHED, Trigger.LEADER_DISCOVERED, Role.FOLLOWER),
