@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.requirements import need
+
 ROOT = Path(__file__).resolve().parent.parent
 HISTORIES = ROOT / "tests" / "data" / "histories"  # the reference corpus (README.md there: sources, licences)
 
@@ -23,3 +25,11 @@ def histories_dir() -> Path:
     if not HISTORIES.exists():
         pytest.fail(f"the reference histories are missing from {HISTORIES}")
     return HISTORIES
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """`@pytest.mark.needs("docker", …)`: the components a test cannot run without (tests/requirements.py:
+    missing, it is skipped, or under CI=true it fails)."""
+    for mark in item.iter_markers("needs"):
+        need(*mark.args)

@@ -11,6 +11,7 @@ import pytest
 
 from harness.cli import main
 from harness.real import cluster_local
+from tests.requirements import need
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -132,12 +133,9 @@ def _alive(pid: int) -> bool:
 @pytest.mark.slow
 def test_down_without_dir_removes_what_a_crashed_command_left(tmp_path: Path) -> None:
     """A netns cluster whose state file is lost (as after a crash) is still found and removed by its labels."""
-    import os
-
     from tests.harness.real import realtest
 
-    if os.geteuid() != 0:
-        pytest.skip("the netns backend needs root")
+    need("root", "iproute2")
     r = kraftwerk("cluster", "up", "--backend", "netns", "--nodes", "3", "--dir", str(tmp_path / "c"), timeout=120)
     assert r.returncode == 0, r.stderr
     cid = json.loads(r.stdout)["cluster"]

@@ -22,13 +22,14 @@ import pytest
 from nodes.broker.group_coordinator import partition_for
 from nodes.broker.group_messages import OFFSETS_TOPIC
 from tests.harness.local_kafka_cluster import create_topic, kraftwerk, local_cluster
+from tests.requirements import need_module
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KTP
 
-confluent_kafka = pytest.importorskip("confluent_kafka")
+confluent_kafka = need_module("confluent_kafka", "confluent-kafka")
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]
 

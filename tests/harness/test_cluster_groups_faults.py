@@ -45,6 +45,7 @@ import pytest
 from nodes.broker.group_coordinator import partition_for
 from nodes.broker.group_messages import OFFSETS_TOPIC
 from tests.harness.local_kafka_cluster import kraftwerk, local_cluster
+from tests.requirements import need_module
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python's importlib.resources use
@@ -54,7 +55,7 @@ with warnings.catch_warnings():
     from kafka.errors import KafkaError
     from kafka.structs import OffsetAndMetadata
 
-confluent_kafka = pytest.importorskip("confluent_kafka")
+confluent_kafka = need_module("confluent_kafka", "confluent-kafka")
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 

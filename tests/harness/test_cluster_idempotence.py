@@ -34,13 +34,14 @@ import pytest
 from harness.db.nodes import describe_at
 from harness.real import cluster_local
 from tests.harness.local_kafka_cluster import create_topic, kraftwerk, local_cluster
+from tests.requirements import need_module
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python's importlib.resources use
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.errors import KafkaError
 
-confluent_kafka = pytest.importorskip("confluent_kafka")
+confluent_kafka = need_module("confluent_kafka", "confluent-kafka")
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 import warnings
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from harness.real import cluster_local, cluster_remote
 from tests.harness.local_kafka_cluster import create_topic, kraftwerk
 from tests.harness.real import realtest
 from tests.harness.real.backends.clusters import node_image  # noqa: F401 - fixture
+from tests.requirements import need, need_module
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python's importlib.resources use
@@ -45,8 +45,8 @@ def cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Path, dict[str, Any]]]:
     backend = request.param
-    if backend == "netns" and os.geteuid() != 0:
-        pytest.skip("the netns backend needs root")
+    if backend == "netns":
+        need("root", "iproute2")
     if backend == "docker":
         request.getfixturevalue("node_image")
     directory = tmp_path_factory.mktemp(f"kafka-{backend}") / "cluster"
@@ -186,7 +186,7 @@ def test_confluent_kafka_admin_lists_every_topic(cluster: tuple[Path, dict[str, 
     """librdkafka's all-topics Metadata v12 request carries 3 bytes after its body; Kafka's broker
     ignores them, and so must ours (it closed the connection: list_topics() failed with a transport
     error)."""
-    confluent_admin = pytest.importorskip("confluent_kafka.admin")
+    confluent_admin = need_module("confluent_kafka.admin", "confluent-kafka")
     bootstrap = cluster[1]["bootstrap"]
     create_topic(bootstrap, "listed", 3)
     client = confluent_admin.AdminClient({"bootstrap.servers": bootstrap})

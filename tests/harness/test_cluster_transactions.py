@@ -44,13 +44,14 @@ import pytest
 
 from nodes.broker.coordinator_base import partition_for
 from tests.harness.local_kafka_cluster import create_topic, kraftwerk, local_cluster
+from tests.requirements import need_module
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python's importlib.resources use
     from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
     from kafka.errors import KafkaError, KafkaTimeoutError
 
-confluent_kafka = pytest.importorskip("confluent_kafka")
+confluent_kafka = need_module("confluent_kafka", "confluent-kafka")
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 

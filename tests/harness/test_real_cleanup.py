@@ -4,7 +4,6 @@ process of the cluster remains, and the history written so far is readable."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import pytest
 from checkers.history import read_jsonl
 from tests.harness.real import realtest
 from tests.harness.real.backends.clusters import need_faketime, node_image  # noqa: F401 - fixture
+from tests.requirements import need
 
 FAULTS = {"start-partition", "bump-clock"}  # iptables rules and faketime offsets in force
 BACKENDS = [
@@ -26,8 +26,7 @@ BACKENDS = [
 
 def _start(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> tuple[subprocess.Popen[bytes], Path]:
     if kind in ("netns", "local"):
-        if os.geteuid() != 0:
-            pytest.skip(f"{kind} with partitions needs root")
+        need("root", "iptables")  # partitions
         need_faketime()
     else:
         request.getfixturevalue("node_image")

@@ -18,6 +18,7 @@ from tests.harness.real.backends.clusters import (
     need_root,
     node_image,  # noqa: F401 - fixture
 )
+from tests.requirements import need
 
 pytestmark = [pytest.mark.slow, pytest.mark.nightly]  # minutes each: CI and `./run tests --nightly` run them
 
@@ -109,10 +110,8 @@ def test_suite_mixes_etcd_and_our_nodes(tmp_path: Path) -> None:
     """One suite, two systems: short runs of etcd and of our nodes on the local backend, both stored and
     judged; the shipped suites/etcd.toml plans etcd and our nodes with the same run shape."""
     from harness.tools.suite import load_suite
-    from tests.harness.db.test_etcd import need_etcd
 
-    if need_etcd.args[0]:
-        pytest.skip(need_etcd.kwargs["reason"])
+    need("etcd")
     shipped = load_suite(Path(__file__).resolve().parents[2] / "suites" / "etcd.toml")
     etcd = [r for r in shipped.runs if "--db" in r.argv]
     ours = [r for r in shipped.runs if "--db" not in r.argv]

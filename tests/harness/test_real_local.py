@@ -15,6 +15,7 @@ from harness.nemesis import partitions
 from harness.real.backends.local import LocalBackend, LocalPartitionNemesis, chain_name
 from tests.harness.real import realtest
 from tests.harness.real.backends.clusters import need_faketime
+from tests.requirements import need
 
 pytestmark = [pytest.mark.slow]
 
@@ -35,8 +36,7 @@ def test_register_chaos_on_local_is_valid_and_leaves_nothing(tmp_path: Path) -> 
 
 def test_loopback_partition_isolates_the_leader(tmp_path: Path) -> None:
     """Nodes send from their own 127.0.0.x, so `-s a -d b` rules cut exactly the links of a grudge."""
-    if os.geteuid() != 0:
-        pytest.skip("partitions on the local backend need root")
+    need("root", "iptables")  # partitions on the local backend
     backend = LocalBackend(base_dir=tmp_path / "local")
     with backend:
         hosts = backend.create(3)

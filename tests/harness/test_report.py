@@ -22,6 +22,7 @@ from harness.cli import main
 from harness.store.report import write_report
 from harness.store.report.faults import Interval, describe_value, fault_intervals
 from harness.store.report.plots import DPI, HEIGHT, WIDTH, bucket_seconds
+from tests.requirements import need
 
 S = 1_000_000_000
 
@@ -394,9 +395,8 @@ def test_a_5000_op_report_takes_under_two_seconds_of_cpu(tmp_path: Path) -> None
 
 
 def test_report_renders_in_headless_chromium(runs: dict[str, tuple[Path, str]], tmp_path: Path) -> None:
+    need("chromium")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("chromium is not installed")
     run_dir, _ = runs["stale-read"]
     shot = tmp_path / "report.png"
     subprocess.run(

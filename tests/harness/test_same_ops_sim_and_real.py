@@ -4,7 +4,6 @@ and on a real cluster, up to the first fault (the shared workload, generators an
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +78,7 @@ def test_the_same_seed_gives_the_same_transactions_in_the_simulator_and_on_local
     same_ops("local", tmp_path, "queue", txn=True, rate=2.0, time_limit=8.0)
 
 
-@pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd-server is not installed (./run setup)")
+@pytest.mark.needs("etcd")
 def test_the_same_seed_gives_etcd_the_same_ops_as_the_simulator(tmp_path: Path) -> None:
     """The register workload is written once: etcd (another system, another client protocol) gets the
     very operations our nodes get in the simulator."""

@@ -152,7 +152,7 @@ def test_symlinked_file_out_of_the_store(site: dict[str, Any]) -> None:
     assert status == 404 and SECRET not in body
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+@pytest.mark.needs("chromium")
 def test_a_person_sees_the_verdicts_in_chromium(site: dict[str, Any], tmp_path: Path) -> None:
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars"]
     dom = subprocess.run(

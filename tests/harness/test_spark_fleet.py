@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import uuid
@@ -22,6 +21,7 @@ import pytest
 from harness.commands.explore import run as run_explore
 from harness.core.spec import TestSpec
 from harness.tools.fleet import run_fleet, run_one
+from tests.requirements import need
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -122,8 +122,7 @@ def _leftovers(name: str) -> list[str]:
 @pytest.mark.spark
 @pytest.mark.nightly
 def test_explore_and_analyze_on_a_two_worker_cluster_of_containers(tmp_path: Path) -> None:
-    if shutil.which("docker") is None:
-        pytest.skip("no docker command")
+    need("docker", "docker-cli", "java")
     name = f"kwspark-test-{uuid.uuid4().hex[:6]}"
     store = tmp_path / "store"
     up = _kraftwerk("spark", "up", "--workers", "2", "--store", str(store), "--name", name)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from harness.db.etcd_http import HttpConnection, NotSent
 from harness.real.backends.base import Host
 from workloads.register import KvRequest
 
-need_etcd = pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd-server is not installed (./run setup)")
+need_etcd = pytest.mark.needs("etcd")
 
 
 def b64(x: object) -> str:

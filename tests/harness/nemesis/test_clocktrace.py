@@ -8,7 +8,6 @@ import email.utils
 import http.client
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -22,9 +21,10 @@ from harness.db.etcd import EtcdDB
 from harness.real.backends.local import LocalBackend
 from harness.real.faults import clocktrace
 from harness.real.faults.clock import ClockNemesis
+from tests.requirements import need
 
-need_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed (./run setup)")
-need_etcd = pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd-server is not installed (./run setup)")
+need_gcc = pytest.mark.needs("gcc")
+need_etcd = pytest.mark.needs("etcd")
 
 # a Go-free probe for the control file's grammar: each wall clock it can read, minus the real one (ms)
 PROBE = r"""
@@ -49,8 +49,7 @@ int main(void) {
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
+    need("gcc")
     d = tmp_path_factory.mktemp("probe")
     (d / "probe.c").write_text(PROBE)
     subprocess.run(["gcc", "-O2", "-o", str(d / "probe"), str(d / "probe.c")], check=True)

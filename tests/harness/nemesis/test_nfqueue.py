@@ -8,7 +8,6 @@ import json
 import os
 import random
 import shlex
-import shutil
 import socket
 import struct
 import subprocess
@@ -25,6 +24,7 @@ from harness.real.faults import nfqueue
 from harness.real.faults.net import PACKET_CHAIN, chain_counts, chain_script, remove_script
 from harness.real.faults.nfqueue import MS, Shaper
 from harness.sim.packets import Shaping
+from tests.requirements import lacking, need
 
 # ------------------------------------------------------------------ netlink messages
 
@@ -258,8 +258,7 @@ def _snmp(ns: str) -> dict[str, int]:
 @pytest.fixture
 def two_namespaces() -> Iterator[tuple[str, str, str]]:
     """kwpacket-a (10.199.<x>.1) and kwpacket-b (.2) on a veth pair, an echo server in b; removed afterwards."""
-    if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("iptables") is None:
-        pytest.skip("needs root, iproute2 and iptables (network namespaces)")
+    need("root", "iproute2", "iptables")  # network namespaces
     tag = f"{os.getpid() % 10000}"
     a, b = f"kwpacket-a{tag}", f"kwpacket-b{tag}"
     net = NET
@@ -276,7 +275,7 @@ def two_namespaces() -> Iterator[tuple[str, str, str]]:
         ):
             subprocess.run(cmd, check=True, capture_output=True)
         if _ns(a, sys.executable, nfqueue.__file__, "--probe").returncode != 0:
-            pytest.skip("this kernel has no nfnetlink_queue")
+            lacking("nfnetlink_queue", "this kernel has no nfnetlink_queue (modprobe nfnetlink_queue)")
         server = subprocess.Popen(["ip", "netns", "exec", b, sys.executable, "-c", ECHO])
         deadline = time.monotonic() + 10
         while _ns(a, sys.executable, "-c", f"import socket; socket.create_connection(('{net}.2', 7100), 1)").returncode:

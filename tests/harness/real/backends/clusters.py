@@ -1,4 +1,4 @@
-"""Shared helpers for the real-backend tests: skips, the image fixture, clusters, probe daemons, probes."""
+"""Shared helpers for the real-backend tests: what they need, the image fixture, clusters, probe daemons, probes."""
 
 from __future__ import annotations
 
@@ -14,43 +14,35 @@ import pytest
 
 from harness.real.backends.base import Backend, Host
 from harness.real.control import DaemonSpec
+from tests.requirements import forget, need, why_missing
 
 PROBE_SOURCE = (Path(__file__).with_name("probe_daemon.py")).read_bytes()
 PORT = 7000
 
 
 def need_root() -> None:
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("needs root and iproute2 (network namespaces)")
+    """Network namespaces: root and iproute2."""
+    need("root", "iproute2")
 
 
 def need_faketime() -> None:
     """netns nodes run on this machine: libfaketime must be here (installed with apt-get if we are root)."""
-    if _have_faketime():
-        return
-    if os.geteuid() == 0 and shutil.which("apt-get"):
+    if why_missing("libfaketime") and os.geteuid() == 0 and shutil.which("apt-get"):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         cmd = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "libfaketime"]
         if subprocess.run(cmd, env=env, capture_output=True).returncode != 0:
             subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True)
             subprocess.run(cmd, env=env, capture_output=True)
-    if not _have_faketime():
-        pytest.skip("needs libfaketime on this machine (apt-get install libfaketime)")
-
-
-def _have_faketime() -> bool:
-    return bool(list(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1")))
+        forget("libfaketime")  # probe again after the install
+    need("libfaketime")
 
 
 def docker_client():  # noqa: ANN201 - docker is imported lazily
-    try:
-        import docker
+    """A client of the docker engine (the test is skipped without one, or fails under CI)."""
+    need("docker")
+    import docker
 
-        client = docker.from_env(timeout=120)
-        client.ping()
-        return client
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"no docker engine: {e}")
+    return docker.from_env(timeout=120)
 
 
 _IMAGE: list[str] = []
