@@ -30,9 +30,9 @@ from nodes.kafka import protocol as kp
 from nodes.kafka.errors import ErrorCode
 from nodes.kafka.records import build_batch, encode_batch, iter_batches
 from nodes.runtime.client import BackoffError, ClientConfig, ClientConnection, ConnectError, NetworkError
-from workloads import queue as q
 from workloads.protocol import Failure, Reply, Request
-from workloads.queue import (
+from workloads.queue import bodies as q
+from workloads.queue.bodies import (
     CreateTopic,
     Fetch,
     Fetched,

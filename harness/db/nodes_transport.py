@@ -26,7 +26,7 @@ from nodes.runtime.client import (
 )
 from nodes.runtime.kvapi import KvWireError, decode_kv_reply, encode_kv_request
 from workloads.protocol import Answer, Failure, Reply, Request
-from workloads.queue import REQUESTS
+from workloads.queue.bodies import REQUESTS
 from workloads.register import KvReply, KvRequest
 
 

@@ -4,11 +4,11 @@
 client's own link, never partitioned from the harness, as on real clusters) and calls `deliver`
 once: with the `Reply` when the node's answer arrives, or `Failure` when the request times out or
 the node closes it. A register `KvRequest` goes to the node's `client_request`; a queue body
-(`workloads.queue`: Metadata, Produce, Fetch, CreateTopic, InitProducerId, and the group bodies of
+(`workloads.queue.bodies`: Metadata, Produce, Fetch, CreateTopic, InitProducerId, and the group bodies of
 `--sub-via subscribe`, which go to `group_call`, and the transaction bodies of `--txn`:
 AddPartitionsToTxn, AddOffsetsToTxn and EndTxn to `txn_call`, TxnOffsetCommit to `group_call`)
 to its broker `client_call` as the broker message it stands for. A fetch answer's batches become
-records as a consumer returns them (`workloads.queue.visible_records`: no control batches, no
+records as a consumer returns them (`workloads.queue.bodies.visible_records`: no control batches, no
 aborted records for read_committed). An acks=0 produce is answered `Reply(None)` once sent, as no answer comes.
 """
 
@@ -24,8 +24,8 @@ from nodes.broker import txn_messages as tm
 from nodes.broker.batch import NewBatch
 from nodes.broker.messages import InitProducerIdRequest
 from nodes.broker.producer_state import ProducerBatch, marker_of, producer_of
-from workloads import queue
 from workloads.protocol import Answer, Failure, Reply, Request
+from workloads.queue import bodies
 from workloads.register import KvReply, KvRequest
 
 
@@ -48,7 +48,7 @@ class _Outstanding:
     def reply(self, request_id: int, effect: Any, node_name: str) -> None:
         if self.answered:
             return  # a late answer (after its timeout, or to an acks=0 produce)
-        if isinstance(self.body, queue.REQUESTS):
+        if isinstance(self.body, bodies.REQUESTS):
             self._answer(Reply(broker_answer(self.body, effect.response)))
             return
         leader = effect.leader_id
@@ -75,12 +75,12 @@ class SimTransport:
         request_id = sim.new_request(pending)
         if isinstance(body, KvRequest):
             args: tuple[Any, ...] = (node.client_request, pending, request_id, body.f, body.key, body.value)
-        elif isinstance(body, queue.REQUESTS):
+        elif isinstance(body, bodies.REQUESTS):
             args = (node.client_call, pending, request_id, *broker_call(body))
         else:
             raise TypeError(f"simulated nodes cannot serve a {type(body).__name__}")
         sim.net.send(link, node.name, *args, partitionable=False)
-        if isinstance(body, queue.Produce) and body.acks == 0:
+        if isinstance(body, bodies.Produce) and body.acks == 0:
             sim.sched.after(0, pending._answer, Reply(None))
             return
         sim.sched.after(int(request.timeout_s * 1000) * MS, pending.timeout)
@@ -91,13 +91,13 @@ class SimTransport:
 
 def broker_call(body: Any) -> tuple[str, Any]:
     """The broker client call (method, request) a queue body is."""
-    if isinstance(body, queue.GROUP_REQUESTS):
+    if isinstance(body, bodies.GROUP_REQUESTS):
         return "group_call", _group_request(body)
-    if isinstance(body, queue.TXN_REQUESTS):
+    if isinstance(body, bodies.TXN_REQUESTS):
         return _txn_request(body)
-    if isinstance(body, queue.Metadata):
+    if isinstance(body, bodies.Metadata):
         return "metadata", bm.MetadataRequest((body.topic,))
-    if isinstance(body, queue.Produce):
+    if isinstance(body, bodies.Produce):
         tp = bm.TopicPartition(body.topic, body.partition)
         # one record per batch: the batch's data is the value itself, its base offset the record's offset
         producer = None
@@ -105,20 +105,20 @@ def broker_call(body: Any) -> tuple[str, Any]:
             producer = ProducerBatch(body.producer_id, body.producer_epoch, body.sequence, 1, body.transactional)
         batch = NewBatch(body.value, 1, producer=producer)
         return "produce", bm.ProduceRequest(body.acks, body.timeout_ms, (bm.ProducePartition(tp, (batch,)),))
-    if isinstance(body, queue.Fetch):
+    if isinstance(body, bodies.Fetch):
         epoch = body.leader_epoch if body.leader_epoch >= 0 else None  # KIP-320's current_leader_epoch
         part = bm.FetchPartition(bm.TopicPartition(body.topic, body.partition), body.offset, current_leader_epoch=epoch)
         request = bm.FetchRecordsRequest(
             (part,), max_wait_ms=body.max_wait_ms, min_bytes=1, isolation_level=body.isolation_level
         )
         return "fetch", request
-    if isinstance(body, queue.InitProducerId):
+    if isinstance(body, bodies.InitProducerId):
         if body.transactional_id is None:
             return "init_producer_id", InitProducerIdRequest()
         return "init_producer_id", InitProducerIdRequest(body.transactional_id, body.transaction_timeout_ms)
-    if isinstance(body, queue.CreateTopic):
+    if isinstance(body, bodies.CreateTopic):
         if body.assignments:
-            placed = tuple((p, tuple(queue.broker_id(n) for n in r)) for p, r in body.assignments)
+            placed = tuple((p, tuple(bodies.broker_id(n) for n in r)) for p, r in body.assignments)
             topic = bm.NewTopic(body.topic, -1, -1, placed, configs=body.configs)
         else:
             topic = bm.NewTopic(body.topic, body.partitions, body.replication_factor, configs=body.configs)
@@ -127,16 +127,16 @@ def broker_call(body: Any) -> tuple[str, Any]:
 
 
 def _txn_request(body: Any) -> tuple[str, Any]:
-    if isinstance(body, queue.AddPartitionsToTxn):
+    if isinstance(body, bodies.AddPartitionsToTxn):
         parts = tuple(bm.TopicPartition(body.topic, p) for p in body.partitions)
         return "txn_call", tm.AddPartitionsToTxnRequest(
             body.transactional_id, body.producer_id, body.producer_epoch, parts
         )
-    if isinstance(body, queue.AddOffsetsToTxn):
+    if isinstance(body, bodies.AddOffsetsToTxn):
         return "txn_call", tm.AddOffsetsToTxnRequest(
             body.transactional_id, body.producer_id, body.producer_epoch, body.group
         )
-    if isinstance(body, queue.EndTxn):
+    if isinstance(body, bodies.EndTxn):
         return "txn_call", tm.EndTxnRequest(body.transactional_id, body.producer_id, body.producer_epoch, body.commit)
     offsets = tuple(gm.CommitOffset(bm.TopicPartition(body.topic, p), o) for p, o in body.offsets)
     request = gm.TxnOffsetCommitRequest(
@@ -149,19 +149,19 @@ def _first_error(errors: Any) -> bm.BrokerError:
     return next((e for _, e in errors if e != bm.BrokerError.NONE), bm.BrokerError.NONE)
 
 
-def txn_answer(body: Any, r: Any) -> queue.TxnAnswer:
+def txn_answer(body: Any, r: Any) -> bodies.TxnAnswer:
     """The queue reply body for the coordinators' answer `r` to a transaction body."""
-    if isinstance(body, queue.AddPartitionsToTxn | queue.TxnOffsetCommit):
+    if isinstance(body, bodies.AddPartitionsToTxn | bodies.TxnOffsetCommit):
         error = _first_error(r.errors)
     else:
         error = r.error
-    return queue.TxnAnswer(int(error), _name(error))
+    return bodies.TxnAnswer(int(error), _name(error))
 
 
 def _group_request(body: Any) -> Any:
-    if isinstance(body, queue.FindCoordinator):
+    if isinstance(body, bodies.FindCoordinator):
         return gm.FindCoordinatorRequest((body.group,), body.key_type)
-    if isinstance(body, queue.JoinGroup):
+    if isinstance(body, bodies.JoinGroup):
         return gm.JoinGroupRequest(
             body.group,
             body.member_id,
@@ -172,13 +172,13 @@ def _group_request(body: Any) -> Any:
             require_known_member=True,
             client_id="kraftwerk-queue",
         )
-    if isinstance(body, queue.SyncGroup):
+    if isinstance(body, bodies.SyncGroup):
         return gm.SyncGroupRequest(body.group, body.generation, body.member_id, body.assignments)
-    if isinstance(body, queue.Heartbeat):
+    if isinstance(body, bodies.Heartbeat):
         return gm.HeartbeatRequest(body.group, body.generation, body.member_id)
-    if isinstance(body, queue.LeaveGroup):
+    if isinstance(body, bodies.LeaveGroup):
         return gm.LeaveGroupRequest(body.group, (body.member_id,))
-    if isinstance(body, queue.FetchOffsets):
+    if isinstance(body, bodies.FetchOffsets):
         return gm.OffsetFetchRequest(body.group, tuple(bm.TopicPartition(body.topic, p) for p in body.partitions))
     epochs = dict(body.leader_epochs)
     offsets = tuple(gm.CommitOffset(bm.TopicPartition(body.topic, p), o, epochs.get(p, -1)) for p, o in body.offsets)
@@ -191,27 +191,27 @@ def _name(error: bm.BrokerError) -> str:
 
 def group_answer(body: Any, r: Any) -> Any:
     """The queue reply body for the group coordinator's answer `r` to `body`."""
-    if isinstance(body, queue.FindCoordinator):
+    if isinstance(body, bodies.FindCoordinator):
         c = r.coordinators[0]
-        return queue.CoordinatorFound(int(c.error), _name(c.error), f"n{c.node_id}" if c.node_id >= 0 else None)
-    if isinstance(body, queue.JoinGroup):
-        return queue.GroupJoined(int(r.error), _name(r.error), r.generation, r.leader, r.member_id, r.members)
-    if isinstance(body, queue.SyncGroup):
-        return queue.GroupSynced(int(r.error), _name(r.error), r.assignment)
-    if isinstance(body, queue.Heartbeat | queue.LeaveGroup):
-        return queue.GroupAnswer(int(r.error), _name(r.error))
-    if isinstance(body, queue.FetchOffsets):
-        return queue.OffsetsFetched(
+        return bodies.CoordinatorFound(int(c.error), _name(c.error), f"n{c.node_id}" if c.node_id >= 0 else None)
+    if isinstance(body, bodies.JoinGroup):
+        return bodies.GroupJoined(int(r.error), _name(r.error), r.generation, r.leader, r.member_id, r.members)
+    if isinstance(body, bodies.SyncGroup):
+        return bodies.GroupSynced(int(r.error), _name(r.error), r.assignment)
+    if isinstance(body, bodies.Heartbeat | bodies.LeaveGroup):
+        return bodies.GroupAnswer(int(r.error), _name(r.error))
+    if isinstance(body, bodies.FetchOffsets):
+        return bodies.OffsetsFetched(
             int(r.error),
             _name(r.error),
             tuple((o.partition.partition, o.offset) for o in r.offsets),
             tuple((o.partition.partition, o.leader_epoch) for o in r.offsets),
         )
     error = _first_error(r.errors)
-    return queue.OffsetsCommitted(int(error), _name(error))
+    return bodies.OffsetsCommitted(int(error), _name(error))
 
 
-def _served(b: Any) -> queue.ServedBatch:
+def _served(b: Any) -> bodies.ServedBatch:
     marker = marker_of(b)
     if marker is not None:
         return (b.base_offset, marker.producer_id, True, True, ())
@@ -223,16 +223,16 @@ def _served(b: Any) -> queue.ServedBatch:
 
 def broker_answer(body: Any, response: Any) -> Any:
     """The queue reply body for the broker's `response` to `body`."""
-    if isinstance(body, queue.GROUP_REQUESTS):
+    if isinstance(body, bodies.GROUP_REQUESTS):
         return group_answer(body, response)
-    if isinstance(body, queue.TXN_REQUESTS):
+    if isinstance(body, bodies.TXN_REQUESTS):
         return txn_answer(body, response)
-    if isinstance(body, queue.Metadata):
+    if isinstance(body, bodies.Metadata):
         for topic in response.topics:
             if topic.name == body.topic and topic.error == bm.BrokerError.NONE:
-                return queue.MetadataReply(
+                return bodies.MetadataReply(
                     tuple(
-                        queue.PartitionInfo(
+                        bodies.PartitionInfo(
                             p.partition,
                             f"n{p.leader}" if p.leader is not None and p.leader >= 0 else None,
                             len(p.isr),
@@ -242,23 +242,23 @@ def broker_answer(body: Any, response: Any) -> Any:
                         for p in topic.partitions
                     )
                 )
-        return queue.MetadataReply(None)
-    if isinstance(body, queue.Produce):
+        return bodies.MetadataReply(None)
+    if isinstance(body, bodies.Produce):
         part = response.partitions[0]
-        return queue.Produced(int(part.error), part.error.name.lower(), part.base_offset)
-    if isinstance(body, queue.Fetch):
+        return bodies.Produced(int(part.error), part.error.name.lower(), part.base_offset)
+    if isinstance(body, bodies.Fetch):
         if response.error != bm.BrokerError.NONE:
-            return queue.Fetched(int(response.error), response.error.name.lower())
+            return bodies.Fetched(int(response.error), response.error.name.lower())
         part = response.partitions[0]
         if part.error != bm.BrokerError.NONE:
-            return queue.Fetched(int(part.error), part.error.name.lower())
+            return bodies.Fetched(int(part.error), part.error.name.lower())
         # one record per batch: its data is the value itself (a control batch's is the marker)
         served = [_served(b) for b in part.batches]
-        return queue.fetched(
+        return bodies.fetched(
             served, part.aborted_transactions, body.isolation_level == 1, part.last_stable_offset, part.high_watermark
         )
-    if isinstance(body, queue.InitProducerId):
+    if isinstance(body, bodies.InitProducerId):
         error = response.error
-        return queue.ProducerId(int(error), error.name.lower(), response.producer_id, response.producer_epoch)
+        return bodies.ProducerId(int(error), error.name.lower(), response.producer_id, response.producer_epoch)
     result = response.topics[0]
-    return queue.TopicCreated(int(result.error), result.error.name.lower(), result.error_message)
+    return bodies.TopicCreated(int(result.error), result.error.name.lower(), result.error_message)

@@ -28,8 +28,19 @@ from harness.tools.replay_real import (
     replay_generator,
 )
 from tests.harness.real import realtest
-from workloads import queue as q
 from workloads.protocol import Answer, Reply, Request
+from workloads.queue import QueueWorkload
+from workloads.queue.bodies import (
+    Fetch,
+    Fetched,
+    InitProducerId,
+    Metadata,
+    MetadataReply,
+    PartitionInfo,
+    Produce,
+    Produced,
+    ProducerId,
+)
 
 MS = 1_000_000
 S = 1_000_000_000
@@ -201,7 +212,7 @@ def test_the_controller_renaming_places_the_stored_assignment_around_the_fresh_c
     assert placed == {0: ["n2", "n1", "n3"], 1: ["n1", "n3", "n2"]}
     assert placed[0][1] == "n1"  # the fresh controller is t0-0's first follower, as the stored one was
     assert controller_renaming(plan, "n2") == {} and controller_renaming(plan, None) == {}
-    w = q.QueueWorkload(["n1", "n2", "n3"], 0, partitions=2)
+    w = QueueWorkload(["n1", "n2", "n3"], 0, partitions=2)
     w.place(placed)
     assert w.create_topic().assignments == ((0, ("n2", "n1", "n3")), (1, ("n1", "n3", "n2")))
     # runs stored before schedule.json had an assignment keep the old renaming; a bad one is refused
@@ -278,20 +289,20 @@ class FakeBroker:
 
     async def call(self, request: Request) -> Answer:
         body = request.body
-        if isinstance(body, q.Metadata):
-            return Reply(q.MetadataReply(tuple(q.PartitionInfo(p, "n1", 3) for p in range(2))))
-        if isinstance(body, q.InitProducerId):
-            return Reply(q.ProducerId(0, "none", 1, 0))
-        if isinstance(body, q.Produce):
+        if isinstance(body, Metadata):
+            return Reply(MetadataReply(tuple(PartitionInfo(p, "n1", 3) for p in range(2))))
+        if isinstance(body, InitProducerId):
+            return Reply(ProducerId(0, "none", 1, 0))
+        if isinstance(body, Produce):
             log = self.logs.setdefault(body.partition, [])
             log.append(int(body.value))
             self.calls.append(("produce", body.partition, log[-1:]))
-            return Reply(q.Produced(0, "none", len(log) - 1))
-        assert isinstance(body, q.Fetch)
+            return Reply(Produced(0, "none", len(log) - 1))
+        assert isinstance(body, Fetch)
         log = self.logs.get(body.partition, [])
         self.calls.append(("fetch", body.partition, body.offset))
         records = tuple((off, str(v).encode()) for off, v in enumerate(log) if off >= body.offset)
-        return Reply(q.Fetched(0, "none", len(log), records))
+        return Reply(Fetched(0, "none", len(log), records))
 
     async def close(self) -> None:
         pass
@@ -315,7 +326,7 @@ def test_the_queue_client_executes_the_stored_ops(tmp_path: Path) -> None:
         op(140, 1, "send", "t0-0", 7),
     ]
     plan = Plan(Path("."), "sim", "queue", 1, 3, 2, 0.4, [], [], [], ops)
-    workload = q.QueueWorkload(["n1"], seed=1, partitions=2)
+    workload = QueueWorkload(["n1"], seed=1, partitions=2)
     logs: dict[int, list[int]] = {}
     calls: list[Any] = []
     clock = monotonic_clock()

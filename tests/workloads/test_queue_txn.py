@@ -13,18 +13,49 @@ import pytest
 from harness.core.spec import SpecError, TestSpec
 from harness.sim.runs import simulate
 from workloads import generator as gen
-from workloads import queue as q
 from workloads.protocol import Completion, Failure, Reply, Request
+from workloads.queue import QueueWorkload, from_options
+from workloads.queue.bodies import (
+    PRODUCE_TIMEOUT_MS,
+    AddOffsetsToTxn,
+    AddPartitionsToTxn,
+    CoordinatorFound,
+    EndTxn,
+    Fetch,
+    Fetched,
+    FindCoordinator,
+    InitProducerId,
+    Metadata,
+    Produce,
+    Produced,
+    ProducerId,
+    TxnAnswer,
+    TxnOffsetCommit,
+    visible_records,
+)
+from workloads.queue.client import QueueClient
+from workloads.queue.consumer import END_QUIET_S
+from workloads.queue.transactions import (
+    BUSY_BACKOFF_S,
+    CONCURRENT_TRANSACTIONS,
+    COORDINATOR_LOAD_IN_PROGRESS,
+    LOAD_TRIES,
+    REFIND_TRIES,
+    TXN_ABORT_P,
+    TXN_CRASH_P,
+    TXN_GROUP,
+    TXN_TIMEOUT_MS,
+)
 
 NODES = ["n1", "n2", "n3"]
-OK = q.TxnAnswer(0, "none")
+OK = TxnAnswer(0, "none")
 
 
-def txn_workload(**kw: Any) -> q.QueueWorkload:
-    return q.QueueWorkload(NODES, 1, txn=True, **kw)
+def txn_workload(**kw: Any) -> QueueWorkload:
+    return QueueWorkload(NODES, 1, txn=True, **kw)
 
 
-def ready_client(w: q.QueueWorkload, thread: int = 0, process: int = 0) -> q.QueueClient:
+def ready_client(w: QueueWorkload, thread: int = 0, process: int = 0) -> QueueClient:
     """A client whose thread's producer already has id (7, 0) at coordinator n2, assigned t0-0 and t0-1."""
     c = w.client(thread, process)
     c.txn_rng.random = lambda: 0.99  # type: ignore[method-assign]  # neither abort nor crash
@@ -50,14 +81,14 @@ def test_the_generator_draws_transactions_of_one_to_four_sends_and_polls_with_un
             values += [m[2]] if m[0] == "send" else []
     assert lengths == {1, 2, 3, 4} and len(values) == len(set(values)) > 100
     assert w.model == "txn-queue" and w.options()["txn"] is True
-    assert q.from_options(NODES, 1, w.options()).txn
+    assert from_options(NODES, 1, w.options()).txn
 
 
 def test_txn_needs_acks_all_and_assign() -> None:
     with pytest.raises(ValueError, match="txn needs"):
-        q.QueueWorkload(NODES, 1, txn=True, acks="1")
+        QueueWorkload(NODES, 1, txn=True, acks="1")
     with pytest.raises(ValueError, match="txn needs"):
-        q.QueueWorkload(NODES, 1, txn=True, sub_via="subscribe")
+        QueueWorkload(NODES, 1, txn=True, sub_via="subscribe")
     with pytest.raises(SpecError, match="--txn needs --acks all"):
         TestSpec(workload="queue", txn=True, acks="1")
 
@@ -68,16 +99,16 @@ def test_a_fresh_producer_finds_its_coordinator_and_inits_with_its_transactional
     c.txn_rng.random = lambda: 0.99  # type: ignore[method-assign]
     c.consumer.assign(["t0-0"])
     step = c.invoke({"f": "txn", "key": None, "value": [["poll"]]})
-    assert isinstance(step, Request) and step.body == q.FindCoordinator("kraftwerk-txn-3", 1)
-    step = c.receive(Reply(q.CoordinatorFound(0, "none", "n2")))
-    assert step == Request("n2", q.InitProducerId("kraftwerk-txn-3", q.TXN_TIMEOUT_MS), w.timeout_s)
+    assert isinstance(step, Request) and step.body == FindCoordinator("kraftwerk-txn-3", 1)
+    step = c.receive(Reply(CoordinatorFound(0, "none", "n2")))
+    assert step == Request("n2", InitProducerId("kraftwerk-txn-3", TXN_TIMEOUT_MS), w.timeout_s)
     # the coordinator is busy ending the predecessor's transaction: the same request again, after a backoff
-    step = c.receive(Reply(q.ProducerId(q.CONCURRENT_TRANSACTIONS, "concurrent_transactions")))
+    step = c.receive(Reply(ProducerId(CONCURRENT_TRANSACTIONS, "concurrent_transactions")))
     assert isinstance(step, Request) and step.body.transactional_id == "kraftwerk-txn-3"
-    assert step.backoff_s == q.BUSY_BACKOFF_S
-    step = c.receive(Reply(q.ProducerId(0, "none", 11, 4)))
+    assert step.backoff_s == BUSY_BACKOFF_S
+    step = c.receive(Reply(ProducerId(0, "none", 11, 4)))
     assert c.txp.id == (11, 4)
-    assert isinstance(step, Request) and isinstance(step.body, q.Metadata)  # the poll looks for t0-0's leader
+    assert isinstance(step, Request) and isinstance(step.body, Metadata)  # the poll looks for t0-0's leader
 
 
 def test_the_setup_inits_every_threads_producer_before_the_first_transaction() -> None:
@@ -89,24 +120,24 @@ def test_the_setup_inits_every_threads_producer_before_the_first_transaction() -
     c = w.client(3, 3)
     c.txn_rng.random = lambda: pytest.fail("txn-init draws no abort or crash")  # type: ignore[method-assign]
     step = c.invoke({"f": "txn-init", "key": None, "value": None})
-    assert step.body == q.FindCoordinator("kraftwerk-txn-3", 1)
-    step = c.receive(Reply(q.CoordinatorFound(0, "none", "n2")))
-    assert (step.node, step.body) == ("n2", q.InitProducerId("kraftwerk-txn-3", q.TXN_TIMEOUT_MS))
-    step = c.receive(Reply(q.ProducerId(0, "none", 11, 0)))
-    assert step.body == q.FindCoordinator(q.TXN_GROUP)
-    step = c.receive(Reply(q.CoordinatorFound(15, "coordinator_not_available")))
+    assert step.body == FindCoordinator("kraftwerk-txn-3", 1)
+    step = c.receive(Reply(CoordinatorFound(0, "none", "n2")))
+    assert (step.node, step.body) == ("n2", InitProducerId("kraftwerk-txn-3", TXN_TIMEOUT_MS))
+    step = c.receive(Reply(ProducerId(0, "none", 11, 0)))
+    assert step.body == FindCoordinator(TXN_GROUP)
+    step = c.receive(Reply(CoordinatorFound(15, "coordinator_not_available")))
     assert isinstance(step, Completion) and (step.type, step.error) == (
         "fail",
         "find-group-coordinator: coordinator_not_available",
     )
     c.invoke({"f": "txn-init", "key": None, "value": None})  # asked again: only the group is still to find
-    done = c.receive(Reply(q.CoordinatorFound(0, "none", "n1")))
+    done = c.receive(Reply(CoordinatorFound(0, "none", "n1")))
     assert isinstance(done, Completion) and done.type == "ok"
     assert (c.txp.coordinator, c.txp.id, c.txp.group_coordinator) == ("n2", (11, 0), "n1")
     c.txn_rng.random = lambda: 0.99  # type: ignore[method-assign]
     c.leaders = {"t0-1": "n3"}
     step = c.invoke({"f": "txn", "key": None, "value": [["send", "t0-1", 5]]})
-    assert isinstance(step.body, q.AddPartitionsToTxn)
+    assert isinstance(step.body, AddPartitionsToTxn)
     # the setup: the topic first (thread 0), then each thread's txn-init until it is ok
     setup = w.setup()
     assert setup is not None
@@ -131,24 +162,24 @@ def test_a_committed_transaction_adds_partitions_produces_polls_read_committed_a
     c = ready_client(w)
     value = [["send", "t0-2", 5], ["poll"], ["send", "t0-2", 6]]
     step = c.invoke({"f": "txn", "key": None, "value": value})
-    assert step == Request("n2", q.AddPartitionsToTxn("kraftwerk-txn-0", 7, 0, "t0", (2,)), w.timeout_s)
+    assert step == Request("n2", AddPartitionsToTxn("kraftwerk-txn-0", 7, 0, "t0", (2,)), w.timeout_s)
     step = c.receive(Reply(OK))
-    assert step.body == q.Produce("t0", 2, b"5", -1, q.PRODUCE_TIMEOUT_MS, 7, 0, 0, True) and step.node == "n1"
-    step = c.receive(Reply(q.Produced(0, "none", 40)))
-    assert step.body == q.Fetch("t0", 0, 0, isolation_level=1) and step.node == "n1"
+    assert step.body == Produce("t0", 2, b"5", -1, PRODUCE_TIMEOUT_MS, 7, 0, 0, True) and step.node == "n1"
+    step = c.receive(Reply(Produced(0, "none", 40)))
+    assert step.body == Fetch("t0", 0, 0, isolation_level=1) and step.node == "n1"
     # offsets 0-1 committed, 2 aborted, 3 its marker: the position moves past them all
-    step = c.receive(Reply(q.Fetched(0, "none", 4, ((0, b"1"), (1, b"2")), 4)))
-    assert step.body == q.Fetch("t0", 1, 0, isolation_level=1) and step.node == "n3"
-    step = c.receive(Reply(q.Fetched(0, "none", 0)))
+    step = c.receive(Reply(Fetched(0, "none", 4, ((0, b"1"), (1, b"2")), 4)))
+    assert step.body == Fetch("t0", 1, 0, isolation_level=1) and step.node == "n3"
+    step = c.receive(Reply(Fetched(0, "none", 0)))
     assert step.body.sequence == 1  # the same partition needs no second AddPartitionsToTxn
-    step = c.receive(Reply(q.Produced(0, "none", 41)))
-    assert step.body == q.AddOffsetsToTxn("kraftwerk-txn-0", 7, 0, q.TXN_GROUP)
+    step = c.receive(Reply(Produced(0, "none", 41)))
+    assert step.body == AddOffsetsToTxn("kraftwerk-txn-0", 7, 0, TXN_GROUP)
     step = c.receive(Reply(OK))
-    assert step.node == "n3" and step.body == q.TxnOffsetCommit(
-        "kraftwerk-txn-0", q.TXN_GROUP, 7, 0, "t0", ((0, 4), (1, 0))
+    assert step.node == "n3" and step.body == TxnOffsetCommit(
+        "kraftwerk-txn-0", TXN_GROUP, 7, 0, "t0", ((0, 4), (1, 0))
     )
     step = c.receive(Reply(OK))
-    assert step == Request("n2", q.EndTxn("kraftwerk-txn-0", 7, 0, True), w.timeout_s)
+    assert step == Request("n2", EndTxn("kraftwerk-txn-0", 7, 0, True), w.timeout_s)
     done = c.receive(Reply(OK))
     assert done == Completion(
         "ok",
@@ -164,11 +195,11 @@ def test_an_abort_by_choice_ends_the_transaction_aborted_fails_and_rewinds_the_p
     c = ready_client(w)
     c.txn_rng.random = lambda: 0.0  # type: ignore[method-assign]
     step = c.invoke({"f": "txn", "key": None, "value": [["poll"], ["send", "t0-0", 9]]})
-    step = c.receive(Reply(q.Fetched(0, "none", 2, ((0, b"1"), (1, b"2")), 2)))
-    step = c.receive(Reply(q.Fetched(0, "none", 0)))
+    step = c.receive(Reply(Fetched(0, "none", 2, ((0, b"1"), (1, b"2")), 2)))
+    step = c.receive(Reply(Fetched(0, "none", 0)))
     step = c.receive(Reply(OK))  # AddPartitionsToTxn
-    step = c.receive(Reply(q.Produced(0, "none", 2)))
-    assert step == Request("n2", q.EndTxn("kraftwerk-txn-0", 7, 0, False), w.timeout_s)
+    step = c.receive(Reply(Produced(0, "none", 2)))
+    assert step == Request("n2", EndTxn("kraftwerk-txn-0", 7, 0, False), w.timeout_s)
     done = c.receive(Reply(OK))
     assert done.type == "fail" and done.value == [["poll"], ["send", "t0-0", 9]] and done.error == "abort"
     assert c.consumer.positions == {"t0-0": 0, "t0-1": 0} and c.txp.id == (7, 0) and w.acked_max == {}
@@ -177,9 +208,9 @@ def test_an_abort_by_choice_ends_the_transaction_aborted_fails_and_rewinds_the_p
 def test_a_crash_leaves_a_zombie_write_that_the_successor_sends_with_the_fenced_epoch() -> None:
     w = txn_workload()
     c = ready_client(w)
-    c.txn_rng.random = lambda: q.TXN_ABORT_P + q.TXN_CRASH_P / 2  # type: ignore[method-assign]
+    c.txn_rng.random = lambda: TXN_ABORT_P + TXN_CRASH_P / 2  # type: ignore[method-assign]
     step = c.invoke({"f": "txn", "key": None, "value": [["send", "t0-1", 3]]})
-    assert isinstance(step.body, q.AddPartitionsToTxn)
+    assert isinstance(step.body, AddPartitionsToTxn)
     done = c.receive(Reply(OK))
     assert done.type == "fail" and done.error == "crash" and c.txp.id is None
     assert c.txp.zombie == (7, 0, "t0-1", 0, 3)
@@ -188,11 +219,11 @@ def test_a_crash_leaves_a_zombie_write_that_the_successor_sends_with_the_fenced_
     c2.txn_rng.random = lambda: 0.99  # type: ignore[method-assign]
     c2.leaders = {"t0-1": "n3"}
     step = c2.invoke({"f": "txn", "key": None, "value": [["send", "t0-1", 4]]})
-    assert step.body == q.InitProducerId("kraftwerk-txn-0", q.TXN_TIMEOUT_MS)
-    step = c2.receive(Reply(q.ProducerId(0, "none", 7, 1)))
-    assert step.node == "n3" and step.body == q.Produce("t0", 1, b"3", -1, q.PRODUCE_TIMEOUT_MS, 7, 0, 0, True)
-    step = c2.receive(Reply(q.Produced(90, "producer_fenced")))
-    assert step.body == q.AddPartitionsToTxn("kraftwerk-txn-0", 7, 1, "t0", (1,)) and c2.txp.zombie is None
+    assert step.body == InitProducerId("kraftwerk-txn-0", TXN_TIMEOUT_MS)
+    step = c2.receive(Reply(ProducerId(0, "none", 7, 1)))
+    assert step.node == "n3" and step.body == Produce("t0", 1, b"3", -1, PRODUCE_TIMEOUT_MS, 7, 0, 0, True)
+    step = c2.receive(Reply(Produced(90, "producer_fenced")))
+    assert step.body == AddPartitionsToTxn("kraftwerk-txn-0", 7, 1, "t0", (1,)) and c2.txp.zombie is None
 
 
 def test_a_write_in_doubt_is_not_aborted_by_endtxn_but_by_the_next_reinit() -> None:
@@ -207,14 +238,14 @@ def test_a_write_in_doubt_is_not_aborted_by_endtxn_but_by_the_next_reinit() -> N
 @pytest.mark.parametrize(
     ("answers", "outcome"),
     [
-        ([Reply(q.TxnAnswer(90, "producer_fenced"))], "fail"),
-        ([Failure("timeout", sent=True), Reply(q.CoordinatorFound(0, "none", "n1")), Reply(OK)], "ok"),
+        ([Reply(TxnAnswer(90, "producer_fenced"))], "fail"),
+        ([Failure("timeout", sent=True), Reply(CoordinatorFound(0, "none", "n1")), Reply(OK)], "ok"),
         (
-            [Failure("timeout", sent=True), Reply(q.CoordinatorFound(0, "none", "n1")), Reply(q.TxnAnswer(48, "x"))],
+            [Failure("timeout", sent=True), Reply(CoordinatorFound(0, "none", "n1")), Reply(TxnAnswer(48, "x"))],
             "info",
         ),
-        ([Reply(q.TxnAnswer(16, "not_coordinator"))] + [Reply(q.CoordinatorFound(15, "x"))] * 2, "fail"),
-        ([Failure("timeout", sent=True)] + [Reply(q.CoordinatorFound(15, "x"))] * 2, "info"),
+        ([Reply(TxnAnswer(16, "not_coordinator"))] + [Reply(CoordinatorFound(15, "x"))] * 2, "fail"),
+        ([Failure("timeout", sent=True)] + [Reply(CoordinatorFound(15, "x"))] * 2, "info"),
     ],
 )
 def test_endtxn_commit_outcomes(answers: list[Any], outcome: str) -> None:
@@ -222,8 +253,8 @@ def test_endtxn_commit_outcomes(answers: list[Any], outcome: str) -> None:
     c = ready_client(w)
     c.invoke({"f": "txn", "key": None, "value": [["send", "t0-0", 1]]})
     c.receive(Reply(OK))
-    step = c.receive(Reply(q.Produced(0, "none", 0)))
-    assert step.body == q.EndTxn("kraftwerk-txn-0", 7, 0, True)
+    step = c.receive(Reply(Produced(0, "none", 0)))
+    assert step.body == EndTxn("kraftwerk-txn-0", 7, 0, True)
     for answer in answers:
         step = c.receive(answer)
     assert isinstance(step, Completion) and step.type == outcome
@@ -239,9 +270,9 @@ def test_visible_records_leave_out_control_batches_and_aborted_transactions() ->
         (4, 6, True, True, ()),  # 6's commit marker
         (5, 5, True, False, [(5, b"later")]),  # 5's next transaction, committed
     ]
-    records, end = q.visible_records(batches, [(5, 1)])
+    records, end = visible_records(batches, [(5, 1)])
     assert records == ((0, b"a"), (2, b"committed"), (5, b"later")) and end == 6
-    everything, _ = q.visible_records(batches, None)
+    everything, _ = visible_records(batches, None)
     assert (1, b"aborted") in everything and len(everything) == 4
 
 
@@ -250,9 +281,9 @@ def test_the_final_drain_polls_read_committed_without_a_transaction() -> None:
     c = ready_client(w)
     w.draining = True
     step = c.invoke({"f": "txn", "key": None, "value": [["poll"]]})
-    assert step.body == q.Fetch("t0", 0, 0, isolation_level=1)
-    c.receive(Reply(q.Fetched(0, "none", 1, ((0, b"1"),), 1)))
-    done = c.receive(Reply(q.Fetched(0, "none", 0)))
+    assert step.body == Fetch("t0", 0, 0, isolation_level=1)
+    c.receive(Reply(Fetched(0, "none", 1, ((0, b"1"),), 1)))
+    done = c.receive(Reply(Fetched(0, "none", 0)))
     assert done.type == "ok" and done.value == [["poll", {"t0-0": [[0, 1]], "t0-1": []}]]
 
 
@@ -276,21 +307,21 @@ def test_the_final_drain_waits_while_an_open_transaction_holds_back_committed_re
     assert op["f"] == "txn" and op["value"] == [["poll"]]
     c.leaders = {"t0-0": "n1"}
     step = c.invoke(op)
-    assert step.body == q.Fetch("t0", 0, 0, isolation_level=1)
+    assert step.body == Fetch("t0", 0, 0, isolation_level=1)
     # offsets 0-1 committed; an open transaction from offset 2 holds back 3 (committed, its EndTxn `info`)
-    done = c.receive(Reply(q.Fetched(0, "none", 2, ((0, b"1"), (1, b"2")), 2, open_txn=True)))
+    done = c.receive(Reply(Fetched(0, "none", 2, ((0, b"1"), (1, b"2")), 2, open_txn=True)))
     assert done.type == "ok" and c.consumer.positions["t0-0"] == 2 > w.acked_max["t0-0"]
     assert "t0-0" in c.consumer.held
-    quiet = int(q.END_QUIET_S * gen.SECOND)
+    quiet = int(END_QUIET_S * gen.SECOND)
     for time in (1, quiet, 3 * quiet):  # past every ok send, and long at the LSO: not done yet
         op, drain = drain.op(at(time))
         assert op["f"] == "txn"
         c.invoke(op)
-        done = c.receive(Reply(q.Fetched(0, "none", 2, (), -1, open_txn=True)))
+        done = c.receive(Reply(Fetched(0, "none", 2, (), -1, open_txn=True)))
         assert done.value == [["poll", {"t0-0": []}]] and "t0-0" not in c.consumer.at_end
     # the coordinator aborts the open transaction at its timeout: 2 aborted, its marker, then 3
     c.invoke(op)
-    done = c.receive(Reply(q.Fetched(0, "none", 5, ((3, b"9"),), 5)))
+    done = c.receive(Reply(Fetched(0, "none", 5, ((3, b"9"),), 5)))
     assert done.value == [["poll", {"t0-0": [[3, 9]]}]] and c.consumer.held == set()
     assert drain.op(at(3 * quiet + 1)) is None
 
@@ -298,32 +329,32 @@ def test_the_final_drain_waits_while_an_open_transaction_holds_back_committed_re
 def test_coordinator_load_in_progress_is_asked_again_after_a_growing_bounded_backoff() -> None:
     """As Kafka's TransactionManager: COORDINATOR_LOAD_IN_PROGRESS is retriable; the same request goes to
     the same coordinator again (not a failed op), after 0.1 s doubling up to 1 s, LOAD_TRIES times."""
-    loading = q.TxnAnswer(q.COORDINATOR_LOAD_IN_PROGRESS, "coordinator_load_in_progress")
+    loading = TxnAnswer(COORDINATOR_LOAD_IN_PROGRESS, "coordinator_load_in_progress")
     w = txn_workload()
     c = w.client(3, 3)
     c.txn_rng.random = lambda: 0.99  # type: ignore[method-assign]
     c.consumer.assign(["t0-0"])
     c.txp.coordinator = "n2"
     first = c.invoke({"f": "txn", "key": None, "value": [["send", "t0-1", 5]]})
-    assert first.body == q.InitProducerId("kraftwerk-txn-3", q.TXN_TIMEOUT_MS)
+    assert first.body == InitProducerId("kraftwerk-txn-3", TXN_TIMEOUT_MS)
     backoffs = []
-    for _ in range(q.LOAD_TRIES):
-        step = c.receive(Reply(q.ProducerId(q.COORDINATOR_LOAD_IN_PROGRESS, "coordinator_load_in_progress")))
+    for _ in range(LOAD_TRIES):
+        step = c.receive(Reply(ProducerId(COORDINATOR_LOAD_IN_PROGRESS, "coordinator_load_in_progress")))
         assert isinstance(step, Request) and (step.node, step.body) == ("n2", first.body)
         backoffs.append(step.backoff_s)
     assert backoffs == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
-    done = c.receive(Reply(q.ProducerId(q.COORDINATOR_LOAD_IN_PROGRESS, "coordinator_load_in_progress")))
+    done = c.receive(Reply(ProducerId(COORDINATOR_LOAD_IN_PROGRESS, "coordinator_load_in_progress")))
     assert done.type == "fail" and done.error == "init-producer-id: coordinator_load_in_progress"
     # a new op starts counting again; AddPartitionsToTxn and EndTxn are asked again too
     c.txp.coordinator, c.txp.id = "n2", (7, 0)
     c.leaders = {"t0-1": "n3"}
     add = c.invoke({"f": "txn", "key": None, "value": [["send", "t0-1", 6]]})
-    assert isinstance(add.body, q.AddPartitionsToTxn)
+    assert isinstance(add.body, AddPartitionsToTxn)
     again = c.receive(Reply(loading))
     assert (again.node, again.body, again.backoff_s) == ("n2", add.body, 0.1)
-    assert isinstance(c.receive(Reply(OK)).body, q.Produce)
-    end = c.receive(Reply(q.Produced(0, "none", 3)))
-    assert end.body == q.EndTxn("kraftwerk-txn-3", 7, 0, True)
+    assert isinstance(c.receive(Reply(OK)).body, Produce)
+    end = c.receive(Reply(Produced(0, "none", 3)))
+    assert end.body == EndTxn("kraftwerk-txn-3", 7, 0, True)
     again = c.receive(Reply(loading))
     assert (again.node, again.body, again.backoff_s) == ("n2", end.body, 0.2)
     done = c.receive(Reply(OK))
@@ -334,7 +365,7 @@ def test_a_gone_coordinator_is_looked_up_again_and_the_request_sent_to_the_new_o
     """As Kafka's TransactionManager: no answer, COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR from the
     transaction coordinator is not a failed op but a new FindCoordinator (0.1 s doubling to 1 s), and the
     same request to the coordinator found; REFIND_TRIES lookups per op, then the op fails or aborts."""
-    find = q.FindCoordinator("kraftwerk-txn-3", 1)
+    find = FindCoordinator("kraftwerk-txn-3", 1)
     w = txn_workload()
     c = w.client(3, 3)
     c.txn_rng.random = lambda: 0.99  # type: ignore[method-assign]
@@ -342,29 +373,29 @@ def test_a_gone_coordinator_is_looked_up_again_and_the_request_sent_to_the_new_o
     c.txp.coordinator = "n2"
     op = {"f": "txn", "key": None, "value": [["send", "t0-1", 5]]}
     init = c.invoke(op)
-    assert init.body == q.InitProducerId("kraftwerk-txn-3", q.TXN_TIMEOUT_MS)
+    assert init.body == InitProducerId("kraftwerk-txn-3", TXN_TIMEOUT_MS)
     step = c.receive(Failure("connect: kafka n2: cannot connect", sent=False))
     assert isinstance(step, Request) and (step.body, step.backoff_s) == (find, 0.1) and c.txp.coordinator is None
-    step = c.receive(Reply(q.CoordinatorFound(15, "coordinator_not_available")))  # the lookup itself fails
+    step = c.receive(Reply(CoordinatorFound(15, "coordinator_not_available")))  # the lookup itself fails
     assert (step.body, step.backoff_s) == (find, 0.2)
-    step = c.receive(Reply(q.CoordinatorFound(0, "none", "n3")))
+    step = c.receive(Reply(CoordinatorFound(0, "none", "n3")))
     assert (step.node, step.body, step.backoff_s) == ("n3", init.body, 0.0)
-    step = c.receive(Reply(q.ProducerId(0, "none", 11, 0)))
+    step = c.receive(Reply(ProducerId(0, "none", 11, 0)))
     c.leaders = {"t0-1": "n1"}
-    assert isinstance(step, Request) and isinstance(step.body, q.AddPartitionsToTxn) and step.node == "n3"
+    assert isinstance(step, Request) and isinstance(step.body, AddPartitionsToTxn) and step.node == "n3"
     add = step.body
-    step = c.receive(Reply(q.TxnAnswer(16, "not_coordinator")))  # moved mid-transaction: AddPartitions again
+    step = c.receive(Reply(TxnAnswer(16, "not_coordinator")))  # moved mid-transaction: AddPartitions again
     assert (step.body, step.backoff_s) == (find, 0.4)
-    step = c.receive(Reply(q.CoordinatorFound(0, "none", "n1")))
+    step = c.receive(Reply(CoordinatorFound(0, "none", "n1")))
     assert (step.node, step.body) == ("n1", add)
-    assert isinstance(c.receive(Reply(OK)).body, q.Produce)
-    assert c.receive(Reply(q.Produced(0, "none", 3))).body == q.EndTxn("kraftwerk-txn-3", 11, 0, True)
+    assert isinstance(c.receive(Reply(OK)).body, Produce)
+    assert c.receive(Reply(Produced(0, "none", 3))).body == EndTxn("kraftwerk-txn-3", 11, 0, True)
     assert c.receive(Reply(OK)).type == "ok"
     # the lookups run out: before the transaction began the op fails, after it the transaction aborts
     c.txp.coordinator, c.txp.id = "n2", None
     c.invoke(op)
     backoffs = []
-    for _ in range(q.REFIND_TRIES):
+    for _ in range(REFIND_TRIES):
         step = c.receive(Failure("timeout", sent=True))
         assert isinstance(step, Request) and step.body == find
         backoffs.append(step.backoff_s)
@@ -373,11 +404,11 @@ def test_a_gone_coordinator_is_looked_up_again_and_the_request_sent_to_the_new_o
     assert isinstance(done, Completion) and (done.type, done.error) == ("fail", "find-coordinator: timeout")
     c.txp.coordinator, c.txp.id = "n2", (11, 1)
     c.invoke(op)
-    for _ in range(q.REFIND_TRIES):
-        step = c.receive(Reply(q.TxnAnswer(15, "coordinator_not_available")))
-        step = c.receive(Reply(q.CoordinatorFound(0, "none", "n2")))
+    for _ in range(REFIND_TRIES):
+        step = c.receive(Reply(TxnAnswer(15, "coordinator_not_available")))
+        step = c.receive(Reply(CoordinatorFound(0, "none", "n2")))
         assert (step.node, step.body) == ("n2", dataclasses.replace(add, producer_epoch=1))
-    done = c.receive(Reply(q.TxnAnswer(15, "coordinator_not_available")))
+    done = c.receive(Reply(TxnAnswer(15, "coordinator_not_available")))
     assert isinstance(done, Completion) and done.type == "fail"
     assert done.error == "add-partitions: coordinator_not_available" and c.txp.id is None
 

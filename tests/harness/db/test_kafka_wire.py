@@ -12,8 +12,24 @@ from harness.db.kafka_wire import KafkaWire
 from nodes.kafka import protocol as kp
 from nodes.kafka.records import build_batch, encode_batch, iter_batches
 from nodes.runtime.client import ConnectError, RequestTimeoutError
-from workloads import queue as q
 from workloads.protocol import Failure, Reply, Request
+from workloads.queue import QueueWorkload
+from workloads.queue.bodies import (
+    CommitOffsets,
+    CreateTopic,
+    Fetch,
+    Fetched,
+    FetchOffsets,
+    Metadata,
+    MetadataReply,
+    OffsetsCommitted,
+    OffsetsFetched,
+    PartitionInfo,
+    Produce,
+    Produced,
+    TopicCreated,
+)
+from workloads.queue.groups import GROUP
 
 
 class FakeBroker:
@@ -109,21 +125,21 @@ def call(wire: KafkaWire, body: Any, node: str = "n2") -> Reply | Failure:
 def test_each_queue_body_is_one_kafka_request_and_its_answer_decoded() -> None:
     broker = FakeBroker()
     wire = wire_with(broker)
-    meta = call(wire, q.Metadata("t0"))
+    meta = call(wire, Metadata("t0"))
     assert isinstance(meta, Reply)
-    led = q.PartitionInfo(0, "n2", 2, 0, 1), q.PartitionInfo(1, "n2", 2, 0, 1), q.PartitionInfo(2, None, 0, 5, 1)
-    assert meta.body == q.MetadataReply(led)
+    led = PartitionInfo(0, "n2", 2, 0, 1), PartitionInfo(1, "n2", 2, 0, 1), PartitionInfo(2, None, 0, 5, 1)
+    assert meta.body == MetadataReply(led)
     for value in (b"41", b"42", b"43"):
-        produced = call(wire, q.Produce("t0", 1, value, -1))
+        produced = call(wire, Produce("t0", 1, value, -1))
         assert isinstance(produced, Reply) and produced.body.error == 0
-    assert produced.body == q.Produced(0, "none", 2)
+    assert produced.body == Produced(0, "none", 2)
     assert broker.logs == {1: [b"41", b"42", b"43"]}
-    fetched = call(wire, q.Fetch("t0", 1, 2))
-    assert fetched == Reply(q.Fetched(0, "none", 3, ((1, b"42"), (2, b"43")), 3))  # the client drops offset 1
-    out_of_range = call(wire, q.Fetch("t0", 1, 9))
-    assert out_of_range == Reply(q.Fetched(1, "offset_out_of_range"))
+    fetched = call(wire, Fetch("t0", 1, 2))
+    assert fetched == Reply(Fetched(0, "none", 3, ((1, b"42"), (2, b"43")), 3))  # the client drops offset 1
+    out_of_range = call(wire, Fetch("t0", 1, 9))
+    assert out_of_range == Reply(Fetched(1, "offset_out_of_range"))
     created = call(wire, workload_topic())
-    assert created == Reply(q.TopicCreated(36, "topic_already_exists", "exists"))
+    assert created == Reply(TopicCreated(36, "topic_already_exists", "exists"))
     assert [api for api, _ in broker.calls] == [3, 0, 0, 0, 1, 1, 19]
     assert [(t.num_partitions, t.replication_factor, t.assignments) for t in broker.created] == [(3, 3, [])]
 
@@ -131,8 +147,8 @@ def test_each_queue_body_is_one_kafka_request_and_its_answer_decoded() -> None:
 def test_a_create_topic_with_assignments_sends_kafkas_replica_assignment() -> None:
     broker = FakeBroker()
     placement = {0: ["n2", "n3", "n1"], 1: ["n3", "n1", "n2"], 2: ["n1", "n2", "n3"]}
-    body = q.QueueWorkload(["n1", "n2", "n3"], 0, assignment=placement).create_topic()
-    assert call(wire_with(broker), body) == Reply(q.TopicCreated(36, "topic_already_exists", "exists"))
+    body = QueueWorkload(["n1", "n2", "n3"], 0, assignment=placement).create_topic()
+    assert call(wire_with(broker), body) == Reply(TopicCreated(36, "topic_already_exists", "exists"))
     (t,) = broker.created
     assert (t.num_partitions, t.replication_factor) == (-1, -1)
     assert [(a.partition_index, a.broker_ids) for a in t.assignments] == [
@@ -142,13 +158,13 @@ def test_a_create_topic_with_assignments_sends_kafkas_replica_assignment() -> No
     ]
 
 
-def workload_topic() -> q.CreateTopic:
-    return q.QueueWorkload(["n1"], 0).create_topic()
+def workload_topic() -> CreateTopic:
+    return QueueWorkload(["n1"], 0).create_topic()
 
 
 def test_an_acks_0_produce_expects_no_answer() -> None:
     broker = FakeBroker()
-    assert call(wire_with(broker), q.Produce("t0", 0, b"5", 0)) == Reply(None)
+    assert call(wire_with(broker), Produce("t0", 0, b"5", 0)) == Reply(None)
     assert broker.logs == {}  # the fake answers nothing when no answer is expected
 
 
@@ -156,11 +172,11 @@ def test_no_answer_is_a_failure_sent_unless_the_connection_never_opened() -> Non
     broker = FakeBroker()
     wire = wire_with(broker)
     broker.fail = ConnectError("refused")
-    assert call(wire, q.Produce("t0", 0, b"5", -1)) == Failure("connect: refused", sent=False)
+    assert call(wire, Produce("t0", 0, b"5", -1)) == Failure("connect: refused", sent=False)
     broker.fail = RequestTimeoutError("slow")
-    assert call(wire, q.Produce("t0", 0, b"5", -1)) == Failure("timeout", sent=True)
+    assert call(wire, Produce("t0", 0, b"5", -1)) == Failure("timeout", sent=True)
     broker.fail = ConnectionResetError("reset")
-    answer = call(wire, q.Fetch("t0", 0, 0))
+    answer = call(wire, Fetch("t0", 0, 0))
     assert isinstance(answer, Failure) and answer.sent and "reset" in answer.reason
 
 
@@ -168,7 +184,7 @@ def test_the_sans_io_client_over_the_wire_sends_and_polls() -> None:
     """The shared client driven over this transport: find the leader, send, poll from the position."""
     broker = FakeBroker()
     wire = wire_with(broker)
-    w = q.QueueWorkload(["n1", "n2"], 3)
+    w = QueueWorkload(["n1", "n2"], 3)
     client = w.client(0, 0)
 
     def run(op: dict[str, Any]) -> Any:
@@ -195,20 +211,20 @@ def test_a_fetch_puts_the_current_leader_epoch_on_the_wire_and_commits_carry_the
     assert kafka_wire.OFFSET_COMMIT_VERSION >= 6 and kafka_wire.OFFSET_FETCH_VERSION >= 5
     broker = FakeBroker()
     wire = wire_with(broker)
-    assert isinstance(call(wire, q.Fetch("t0", 1, 0, leader_epoch=7)), Reply)
-    assert isinstance(call(wire, q.Fetch("t0", 1, 0)), Reply)
+    assert isinstance(call(wire, Fetch("t0", 1, 0, leader_epoch=7)), Reply)
+    assert isinstance(call(wire, Fetch("t0", 1, 0)), Reply)
     assert broker.fetch_epochs == [7, -1]
-    commit = q.CommitOffsets(q.GROUP, 3, "m1", "t0", ((0, 145), (1, 4)), ((0, 9), (1, -1)))
-    assert call(wire, commit) == Reply(q.OffsetsCommitted(0, "none"))
+    commit = CommitOffsets(GROUP, 3, "m1", "t0", ((0, 145), (1, 4)), ((0, 9), (1, -1)))
+    assert call(wire, commit) == Reply(OffsetsCommitted(0, "none"))
     assert broker.commits == [(0, 145, 9), (1, 4, -1)]
-    fetched = call(wire, q.FetchOffsets(q.GROUP, "t0", (0, 1)))
-    assert fetched == Reply(q.OffsetsFetched(0, "none", ((0, 145), (1, 4)), ((0, 9), (1, -1))))
+    fetched = call(wire, FetchOffsets(GROUP, "t0", (0, 1)))
+    assert fetched == Reply(OffsetsFetched(0, "none", ((0, 145), (1, 4)), ((0, 9), (1, -1))))
 
 
 def test_the_sans_io_client_over_the_wire_fetches_with_the_epoch_metadata_named() -> None:
     broker = FakeBroker()
     wire = wire_with(broker)
-    client = q.QueueWorkload(["n1", "n2"], 3, idempotent=False).client(0, 0)
+    client = QueueWorkload(["n1", "n2"], 3, idempotent=False).client(0, 0)
     client.invoke({"f": "assign", "key": None, "value": ["t0-0"]})
     step = client.invoke({"f": "poll", "key": "t0-0"})
     while isinstance(step, Request):
@@ -222,11 +238,11 @@ def test_a_read_committed_fetch_says_when_an_open_transaction_holds_back_the_end
     broker.logs[0] = [b"1", b"2", b"3"]
     wire = wire_with(broker)
     broker.lso = 1
-    held = call(wire, q.Fetch("t0", 0, 1, isolation_level=1))
+    held = call(wire, Fetch("t0", 0, 1, isolation_level=1))
     assert isinstance(held, Reply) and held.body.open_txn and held.body.high_watermark == 1
     broker.lso = 3
-    done = call(wire, q.Fetch("t0", 0, 3, isolation_level=1))
+    done = call(wire, Fetch("t0", 0, 3, isolation_level=1))
     assert isinstance(done, Reply) and not done.body.open_txn and done.body.high_watermark == 3
     broker.lso = 1  # read_uncommitted reads to the high watermark: nothing is held back
-    plain = call(wire, q.Fetch("t0", 0, 3))
+    plain = call(wire, Fetch("t0", 0, 3))
     assert isinstance(plain, Reply) and not plain.body.open_txn and plain.body.high_watermark == 3

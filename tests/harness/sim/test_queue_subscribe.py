@@ -15,7 +15,7 @@ import pytest
 from harness.core.spec import SpecError, TestSpec
 from harness.sim.cluster import Simulation
 from harness.sim.runs import simulate
-from workloads.queue import range_assignment
+from workloads.queue.groups import range_assignment
 
 ROOT = Path(__file__).resolve().parents[3]
 
