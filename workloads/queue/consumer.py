@@ -78,8 +78,8 @@ class Consumer:
 
 
 class ConsumingClient(ClientBase):
-    """The client's polls of one assigned partition (``poll`` with a key), and the fetch rules that the
-    group's and the transactions' polls follow too."""
+    """The client's polls of one assigned partition (``poll`` with a key), and what every poll (the
+    group's and the transactions' too) does with a fetch's answer."""
 
     def __init__(self, workload: QueueWorkload, process: int, rng: random.Random, thread: int | None = None) -> None:
         super().__init__(workload, process, rng, thread)
@@ -112,24 +112,36 @@ class ConsumingClient(ClientBase):
         """Why a fetch of `key` has no leader after a metadata answer."""
         return "stale-metadata" if key in self.leaders else "leader-not-available"
 
+    def _fetch_failed(self, key: str, fetched: Fetched) -> None:
+        """A fetch of `key` answered an error: forget a leader that moved; OFFSET_OUT_OF_RANGE (the log was
+        truncated below the position) sends the position back to the beginning (auto.offset.reset=earliest).
+        A poll that chose its leader with `_fetch_leader` has that answer from a leader of an epoch no older
+        than any the position was read at."""
+        if fetched.error in REFRESH:
+            self.leaders.pop(key, None)
+        if fetched.error == OFFSET_OUT_OF_RANGE:
+            self.consumer.positions[key] = 0
+
+    def _consume(self, key: str, fetched: Fetched) -> list[list[Any]]:
+        """The records of an ok fetch of `key` from the position on, ``[[offset, value], ...]``; the
+        position moves past them."""
+        start = self.consumer.positions.get(key, 0)
+        pairs = [[offset, decode_value(data)] for offset, data in fetched.records if offset >= start]
+        if pairs:
+            self.consumer.positions[key] = pairs[-1][0] + 1
+        return pairs
+
     def _polled(self, key: str, fetched: Fetched) -> Completion:
         consumer = self.consumer
         if fetched.error != 0:
-            if fetched.error in REFRESH:
-                self.leaders.pop(key, None)
-            if fetched.error == OFFSET_OUT_OF_RANGE:
-                # the log was truncated below our position (auto.offset.reset=earliest); the answer is from a
-                # leader of an epoch no older than any the position was read at (`_fetch_leader`)
-                consumer.positions[key] = 0
+            self._fetch_failed(key, fetched)
             return self._done("fail", None, fetched.error_name)
-        start = consumer.positions.get(key, 0)
-        pairs = [[offset, decode_value(data)] for offset, data in fetched.records if offset >= start]
+        pairs = self._consume(key, fetched)
         self._read_at(key)
         consumer.polled.add(key)
         if pairs:
-            consumer.positions[key] = pairs[-1][0] + 1
             consumer.at_end.discard(key)
-        elif start >= fetched.high_watermark:
+        elif consumer.positions.get(key, 0) >= fetched.high_watermark:
             consumer.at_end.add(key)
         return self._done("ok", pairs)
 

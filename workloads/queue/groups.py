@@ -35,8 +35,8 @@ from workloads.queue.bodies import (
     SyncGroup,
 )
 from workloads.queue.consumer import ConsumingClient
-from workloads.queue.errors import COORDINATOR_ERRORS, OFFSET_OUT_OF_RANGE, REFRESH
-from workloads.queue.topic import TOPIC, decode_value, partition_of
+from workloads.queue.errors import COORDINATOR_ERRORS
+from workloads.queue.topic import TOPIC, partition_of
 
 if TYPE_CHECKING:
     from workloads.queue.workload import QueueWorkload
@@ -230,7 +230,6 @@ class GroupClient(ConsumingClient):
 
     def _group_fetched(self, answer: Reply | Failure) -> Step:
         key = self.gkeys[0]
-        c = self.consumer
         if isinstance(answer, Failure):
             self.leaders.pop(key, None)
             self.gerrors.append(answer.reason)
@@ -245,16 +244,9 @@ class GroupClient(ConsumingClient):
             return self._next_fetch()
         self.gkeys.pop(0)
         if body.error != 0:
-            if body.error in REFRESH:
-                self.leaders.pop(key, None)
-            if body.error == OFFSET_OUT_OF_RANGE:  # from a leader no older than the position (`_fetch_leader`)
-                c.positions[key] = 0
+            self._fetch_failed(key, body)
             self.gerrors.append(body.error_name)
             return self._next_fetch()
-        start = c.positions.get(key, 0)
-        pairs = [[offset, decode_value(data)] for offset, data in body.records if offset >= start]
+        self.gread[key] = self._consume(key, body)
         self._read_at(key)
-        if pairs:
-            c.positions[key] = pairs[-1][0] + 1
-        self.gread[key] = pairs
         return self._next_fetch()

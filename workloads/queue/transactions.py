@@ -33,10 +33,10 @@ from workloads.queue.bodies import (
     Produced,
     TxnOffsetCommit,
 )
-from workloads.queue.client_base import ClientBase
-from workloads.queue.errors import COORDINATOR_ERRORS, OFFSET_OUT_OF_RANGE, REFRESH, produce_outcome
+from workloads.queue.consumer import ConsumingClient
+from workloads.queue.errors import COORDINATOR_ERRORS, REFRESH, produce_outcome
 from workloads.queue.setup import SETUP_RETRY_S
-from workloads.queue.topic import TOPIC, decode_value, encode_value, partition_of
+from workloads.queue.topic import TOPIC, encode_value, partition_of
 
 if TYPE_CHECKING:
     from workloads.queue.workload import QueueWorkload
@@ -122,7 +122,7 @@ class _Txn:
     resend: tuple[str, Any] | None = None  # the (stage, body) to send to the coordinator found again
 
 
-class TxnClient(ClientBase):
+class TxnClient(ConsumingClient):
     """The client's transactions. A `txn` op runs its micro-ops in one transaction of the thread's
     transactional producer: first FindCoordinator (key type 1) and InitProducerId when the producer has
     no id (the epoch bump aborts what a predecessor left open and fences it), and the zombie write of a
@@ -461,16 +461,11 @@ class TxnClient(ClientBase):
             return self._txn_next()
         fetched: Fetched = answer.body
         if fetched.error != 0:
-            if fetched.error in REFRESH:
-                self.leaders.pop(key, None)
-            if fetched.error == OFFSET_OUT_OF_RANGE:
-                c.positions[key] = 0
+            self._fetch_failed(key, fetched)
             return self._txn_next()
-        start = c.positions.get(key, 0)
-        pairs = [[offset, decode_value(data)] for offset, data in fetched.records if offset >= start]
+        pairs = self._consume(key, fetched)
         c.polled.add(key)
         if pairs:
-            c.positions[key] = pairs[-1][0] + 1
             c.at_end.discard(key)
             t.read = True
         if fetched.next_offset > c.positions.get(key, 0):  # past aborted records and markers
