@@ -1,9 +1,9 @@
 """The workload protocols: what a workload gives a runtime, and how a runtime drives its clients.
 
-Interfaces only. A workload (`workloads/NAME.py`) is a Jepsen-style partial test: generators
-for its setup, main and final phases, a sans-IO client per worker process and the checkers it
-needs. A runtime (the simulator, a real cluster) steps the generators with one interpreter,
-and moves a client's requests to the nodes through its transport port:
+Interfaces only. A workload (`workloads/NAME.py`, or a package `workloads/NAME/`) is a Jepsen-style
+partial test: generators for its setup, main and final phases, a sans-IO client per worker process
+and the checkers it needs. A runtime (the simulator, a real cluster) steps the generators with one
+interpreter, and moves a client's requests to the nodes through its transport port:
 
     step = client.invoke(op)
     while isinstance(step, Request):
