@@ -15,23 +15,19 @@ import json
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 sys.path[0] = str(Path(__file__).resolve().parent.parent)  # benchmarks/checkers.py must not shadow checkers/
 
-from harness.core.checks import check_run  # noqa: E402
 from harness.core.spec import TestSpec  # noqa: E402
-from harness.sim.cluster import Simulation  # noqa: E402
+from harness.sim.runs import simulate  # noqa: E402
 
 
 def one(seed: int, workload: str, nemeses: list[str], time_limit: float, bugs: list[str]) -> dict:
-    sim = Simulation(
-        TestSpec(seed=seed, time_limit=time_limit, workload=workload, nemeses=tuple(nemeses), bugs=tuple(bugs))
-    )
-    result = sim.run()
-    model = "queue" if workload == "queue" else "cas-register"
-    extra = {"partition_logs": sim.partition_dumps} if workload == "queue" else {}
-    verdict = check_run(result.recorder.history(), result.events, result.logs, result.invariants, model, 60, **extra)
+    spec = TestSpec(seed=seed, time_limit=time_limit, workload=workload, nemeses=tuple(nemeses), bugs=tuple(bugs))
+    checked = simulate(replace(spec, check_time_limit=60.0))
+    result, verdict = checked.sim, checked.results
     flips = sum(
         1
         for op in result.recorder.ops

@@ -1,6 +1,6 @@
 """etcd beside our nodes under the register workload: ops/s and latency, same run shape, same session.
 
-Each shape runs `kraftwerk test` (the very code path of the command: harness.commands.test.run_real_test)
+Each shape runs `kraftwerk test` (the very code path of the command: harness.real.run.run_real_test)
 once per DB per seed, interleaved (ours, etcd, ours, etcd, …) so both see the same machine load:
 5 nodes on --backend (default docker), 10 clients, the register workload, --seconds of main phase.
 Shapes: `clean` (no faults, the test's default rate of 100 ops/s), `open` (no faults, rate 100000:
@@ -39,9 +39,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.commands.test import describe, reproduce_command, run_real_test  # noqa: E402
 from harness.core.spec import TestSpec  # noqa: E402
-from harness.store.runs import new_run, write_json  # noqa: E402
+from harness.real.run import run_real_test  # noqa: E402
+from harness.store.runs import (  # noqa: E402
+    new_run,
+    test_document,  # noqa: E402
+    write_json,
+)
 
 SHAPES: dict[str, dict[str, Any]] = {
     "clean": {"nemeses": (), "rate": 100.0},
@@ -85,7 +89,7 @@ def figures(run: Path) -> dict[str, Any]:
     traced = test.get("db") == "etcd" and "vDSO hidden" in (run / "nodes" / "n1" / "etcd.log").read_text()
     return {
         "db": test.get("db", "kraftwerk")
-        + ("/" + test["etcd-read"] if test.get("db") == "etcd" else "")
+        + ("/" + test["etcd"]["etcd-read"] if test.get("db") == "etcd" else "")
         + (" +clocktrace" if traced else ""),
         "nemesis": ",".join(test["nemesis"]) or "none",
         "rate": test.get("rate", 100.0),
@@ -153,9 +157,9 @@ def run_one(store: Path, db: str, shape: str, seconds: float, seed: int, backend
         **SHAPES[shape],
     )
     run_dir = new_run(str(store), spec.name)
-    write_json(run_dir / "test.json", describe(spec))
+    write_json(run_dir / "test.json", test_document(spec))
     with members_under_clocktrace() if traced else contextlib.nullcontext():
-        code = run_real_test(spec, run_dir, reproduce_command(spec), quiet=True)
+        code = run_real_test(spec, run_dir, spec.reproduce(), quiet=True)
     if code not in (0, 1):
         raise SystemExit(f"{spec.name} seed {seed}: exit {code}")
     return run_dir

@@ -27,7 +27,7 @@ ERRORS = ("offset_out_of_range", "fenced_leader_epoch", "unknown_leader_epoch", 
 
 def run(seed: int, sub_via: str, time_limit: float, bugs: tuple[str, ...], nemeses: tuple[str, ...] = ALL) -> dict:
     started = time.monotonic()
-    spec = TestSpec(
+    spec = TestSpec.of(
         seed=seed, time_limit=time_limit, workload="queue", nodes=5, sub_via=sub_via, bugs=bugs, nemeses=nemeses
     )
     checked = simulate(spec, check_time_limit=60)

@@ -33,7 +33,7 @@ def main() -> None:
     started = time.perf_counter()
     for seed in range(args.first, args.first + args.seeds):
         t = time.perf_counter()
-        spec = TestSpec(
+        spec = TestSpec.of(
             seed=seed,
             time_limit=args.time_limit,
             interval=args.interval,

@@ -35,10 +35,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.core.checks import check_run  # noqa: E402
 from harness.core.spec import TestSpec  # noqa: E402
-from harness.sim.cluster import RAFT_CONFIG, SimPlan, Simulation  # noqa: E402
+from harness.sim.cluster import RAFT_CONFIG, SimPlan  # noqa: E402
 from harness.sim.engine import MS, SECOND  # noqa: E402
+from harness.sim.runs import simulate  # noqa: E402
+from harness.sim.runtime import SimRuntime  # noqa: E402
 
 BUGS = ["forget-vote", "restart-as-leader", "vote-ignores-log", "stale-read", "commit-old-epoch", "lazy-flush"]
 
@@ -46,7 +47,7 @@ BUGS = ["forget-vote", "restart-as-leader", "vote-ignores-log", "stale-read", "c
 def speed(seeds: int, time_limit: float, best_of: int = 1) -> None:
     rows = []
     for seed in range(seeds):
-        runs = [Simulation(TestSpec(seed=seed, time_limit=time_limit)).run().stats for _ in range(best_of)]
+        runs = [SimRuntime(TestSpec(seed=seed, time_limit=time_limit)).run().stats for _ in range(best_of)]
         rows.append(min(runs, key=lambda s: s["wall-seconds"]))  # the same run each time: keep the fastest
     speeds = [s["virtual-seconds"] / s["wall-seconds"] for s in rows]
     print(f"### Simulator speed ({seeds} seeds, 5 nodes, 10 clients, all nemeses, {time_limit:g} s main phase)\n")
@@ -66,7 +67,7 @@ def election(kills: int, seed: int = 1) -> None:
         schedule.append({"at": at, "package": "kill", "f": "kill", "value": "leader"})
         schedule.append({"at": at + 3 * SECOND, "package": "kill", "f": "start", "value": None})
     spec = TestSpec(seed=seed, time_limit=4 + kills * interval, nemeses=("kill",))
-    sim = Simulation(spec, SimPlan(schedule=schedule))
+    sim = SimRuntime(spec, SimPlan(schedule=schedule))
     samples: list[float] = []
     pending: dict[str, int] = {}  # killed leader's name -> (kill time, epoch)
     kill_state: list[tuple[int, int]] = []
@@ -114,10 +115,8 @@ def bugs(seeds: int, time_limit: float) -> None:
         by: dict[str, int] = {}
         check_s = []
         for seed in range(seeds):
-            r = Simulation(TestSpec(seed=seed, time_limit=time_limit, bugs=(bug,) if bug else ())).run()
-            t = time.perf_counter()
-            v = check_run(r.recorder.history(), r.events, r.logs, r.invariants, "cas-register", 120)
-            check_s.append(time.perf_counter() - t)
+            v = simulate(TestSpec(seed=seed, time_limit=time_limit, bugs=(bug,) if bug else ())).results
+            check_s.append(v["run"]["check-seconds"])
             if v["valid"] is False:
                 caught += 1
                 first = seed if first is None else first
@@ -153,11 +152,7 @@ def queue_bugs(seeds: int, time_limit: float) -> None:
         first = None
         seen: dict[str, int] = {}
         for seed in range(seeds):
-            sim = Simulation(TestSpec(seed=seed, time_limit=time_limit, workload="queue", **kw))
-            r = sim.run()
-            v = check_run(
-                r.recorder.history(), r.events, r.logs, r.invariants, "queue", 120, partition_logs=sim.partition_dumps
-            )
+            v = simulate(TestSpec.of(seed=seed, time_limit=time_limit, workload="queue", **kw)).results
             if v["valid"] is False:
                 caught += 1
                 first = seed if first is None else first
@@ -191,7 +186,7 @@ def txn(
         for seed in range(seeds):
             if seed in skip:
                 continue
-            spec = TestSpec(
+            spec = TestSpec.of(
                 seed=seed,
                 time_limit=time_limit,
                 workload="queue",
@@ -199,17 +194,7 @@ def txn(
                 nemeses=nemeses,
                 bugs=(bug,) if bug else (),
             )
-            sim = Simulation(spec)
-            r = sim.run()
-            v = check_run(
-                r.recorder.history(),
-                r.events,
-                r.logs,
-                r.invariants,
-                "txn-queue",
-                120,
-                partition_logs=sim.partition_dumps,
-            )
+            v = simulate(spec).results
             verdicts[v["valid"]] += 1
             print(
                 f"  {bug or '(none)'} seed {seed}: {v['valid']} ({time.monotonic() - t0:.0f} s)",
@@ -237,7 +222,10 @@ def txn(
 # argv: JSON list of [seed, workload], time limit, repeats.
 _COST_CHILD = """
 import json, sys, time
-from harness.sim.cluster import Simulation
+try:  # a tree whose phases run over a Runtime port (harness.sim.runtime), or one with Simulation.run()
+    from harness.sim.runtime import SimRuntime as Simulation
+except ImportError:
+    from harness.sim.cluster import Simulation
 try:
     from harness.sim.cluster import SimOptions
 except ImportError:
@@ -307,7 +295,10 @@ def cost(trees: list[Path], seeds: int, time_limit: float, repeats: int, callgri
 # digests. Like _COST_CHILD, it runs in trees from before and after the simulator took the TestSpec.
 _DIGEST_CHILD = """
 import hashlib, json, sys
-from harness.sim.cluster import Simulation
+try:  # a tree whose phases run over a Runtime port (harness.sim.runtime), or one with Simulation.run()
+    from harness.sim.runtime import SimRuntime as Simulation
+except ImportError:
+    from harness.sim.cluster import Simulation
 try:
     from harness.sim.cluster import SimOptions
 except ImportError:  # a tree whose simulator takes the TestSpec (bugs as a tuple)

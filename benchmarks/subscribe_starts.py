@@ -22,7 +22,7 @@ from harness.sim.runs import simulate
 
 def run(seed: int, time_limit: float, bugs: tuple[str, ...]) -> dict:
     started = time.monotonic()
-    spec = TestSpec(seed=seed, time_limit=time_limit, workload="queue", nodes=5, sub_via="subscribe", bugs=bugs)
+    spec = TestSpec.of(seed=seed, time_limit=time_limit, workload="queue", nodes=5, sub_via="subscribe", bugs=bugs)
     verdict = simulate(spec, check_time_limit=60).results
     q = verdict["queue"]
     below = q.get("start-before-commit", {})

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL
-from harness.commands.parser import Parser, UsageError
+from harness.core.argtypes import Parser, UsageError
 
 # verb → its module (harness.commands.<verb>), in the order `kraftwerk --help` lists them
 COMMANDS = (

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.requirements import need
+from tests.spark_fixture import spark  # noqa: F401 - the one session-scoped Spark session, for every test
 
 ROOT = Path(__file__).resolve().parent.parent
 HISTORIES = ROOT / "tests" / "data" / "histories"  # the reference corpus (README.md there: sources, licences)

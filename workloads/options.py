@@ -104,11 +104,20 @@ def default_of(f: dataclasses.Field[Any]) -> Any:
 # -- command line --------------------------------------------------------------------------------
 
 
-def _help(meta: Option, default: Any) -> str:
-    if meta.kind == "switch" or default in (None, (), ""):
+def _help(meta: Option, default: Any, show: bool) -> str:
+    if not show or meta.kind == "switch" or default in (None, (), "") or "(default" in meta.help:
         return meta.help
-    shown = ",".join(default) if isinstance(default, tuple) else f"{default:g}" if isinstance(default, float) else default
-    return f"{meta.help} (default {shown})"
+    return f"{meta.help} (default {_word(default)})"
+
+
+def _word(value: Any) -> str:
+    """A value as one command-line word: lists comma-separated, floats as short as they stay exact."""
+    if isinstance(value, tuple):
+        return ",".join(value) or "none"
+    if isinstance(value, float):
+        short = f"{value:g}"
+        return short if float(short) == value else repr(value)
+    return str(value)
 
 
 def _argparse_type(meta: Option, default: Any) -> Callable[[str], Any] | None:
@@ -133,12 +142,14 @@ def add_arguments(
     defaults: bool = True,
     title: str | None = None,
     groups: dict[str, argparse._ArgumentGroup] | None = None,
+    default_overrides: Mapping[str, Any] | None = None,
 ) -> None:
     """Add `cls`'s options to `parser` (in a group `title` if given; an option's own `group` wins).
 
     defaults=False leaves an option that is not given out of the parsed namespace (argparse.SUPPRESS), so
     that a command can tell what was given (replay and shrink: the given options replace the stored ones).
     `groups` collects the argument groups made, by title, so that several classes can share one.
+    `default_overrides` gives some options (by field name) another default for this command.
     """
     groups = {} if groups is None else groups
     root = parser
@@ -149,8 +160,8 @@ def add_arguments(
             if where not in groups:
                 groups[where] = root.add_argument_group(where)  # type: ignore[union-attr]
             target = groups[where]
-        default = default_of(f)
-        kwargs: dict[str, Any] = {"dest": meta.dest, "help": _help(meta, default)}
+        default = (default_overrides or {}).get(f.name, default_of(f))
+        kwargs: dict[str, Any] = {"dest": meta.dest, "help": _help(meta, default, defaults)}
         if not defaults:
             kwargs["default"] = argparse.SUPPRESS
         if meta.kind == "switch":
@@ -204,12 +215,15 @@ def to_argv(value: Any, *, only: Callable[[str], bool] | None = None) -> list[st
                 words.append(meta.flag)
         elif meta.kind == "repeat":
             for item in v:
-                words += [meta.flag, str(item)]
-        elif meta.kind == "list":
-            words += [meta.flag, ",".join(v) or "none"]
+                words += _pair(meta.flag, str(item))
         elif v is not None:
-            words += [meta.flag, f"{v:g}" if isinstance(v, float) else str(v)]
+            words += _pair(meta.flag, _word(v))
     return words
+
+
+def _pair(flag: str, word: str) -> list[str]:
+    """`--flag word`, or `--flag=word` for a word argparse would take for an option of its own."""
+    return [f"{flag}={word}"] if word.startswith("-") else [flag, word]
 
 
 # -- test.json -----------------------------------------------------------------------------------

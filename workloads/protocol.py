@@ -88,7 +88,8 @@ class Workload(Protocol):
     api: str  # the client API its requests need from the system ("kv", "kafka"): a DB serves it or not
 
     def options(self) -> dict[str, Any]:
-        """Its settings as schedule.json stores them, to make the same workload again (names as test.json's)."""
+        """Its settings a DB needs to serve it (the queue's topic defaults: partitions, replication-factor,
+        min-isr, unclean), by test.json's names; {} when it needs none."""
         ...
 
     def setup(self) -> Generator | None:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from checkers.registry import Checking
 from workloads import generator as gen
 from workloads.protocol import Answer, Completion, Failure, Op, Request, Step
 
@@ -173,3 +174,25 @@ class Register:
 
     def client(self, thread: int, process: int) -> RegisterClient:
         return RegisterClient(self.nodes, random.Random(f"client-{self.seed}-{thread}-{process}"), self.timeout_s)
+
+
+@dataclass(frozen=True)
+class RegisterOptions:
+    """The register workload has no options of its own: its keys and values come from the seed."""
+
+    def problem(self, nodes: int) -> str | None:
+        """Nothing to refuse."""
+        return None
+
+    def checking(self) -> Checking:
+        """Every key a linearizable compare-and-set register (Knossos' cas-register)."""
+        return Checking(MODEL)
+
+    def exercises(self) -> frozenset[str]:
+        """The parts of a system its requests reach: the quorum, the KV state machine, the disks."""
+        return frozenset({"raft", "kv", "storage"})
+
+
+def make(nodes: Sequence[str], seed: int, options: RegisterOptions, timeout_s: float) -> Register:
+    """The workload of a test (workloads.registry)."""
+    return Register(nodes, seed, timeout_s=timeout_s)

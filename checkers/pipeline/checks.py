@@ -10,15 +10,28 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from checkers.errors import InputError
+from checkers.registry import Checking, bad_anomalies
+
+
+@dataclass(frozen=True)
+class RunChecks:
+    """What the executors need to judge one run as its test did: its workload's checking, its checker budget,
+    its directory (partition logs), the main phase's [start, end) ns and what its runtime observed."""
+
+    checking: Checking
+    time_limit: float | None
+    run_dir: str
+    main: tuple[int, int] | None = None
+    observed: dict[str, Any] | None = None
+
 
 VALID_TEXT = {True: "true", False: "false"}
-# workload -> (checker model, whether the history splits into independent keys)
-WORKLOAD_MODELS = {"register": ("cas-register", True), "queue": ("queue", False)}
 
 KEY_RESULT_FIELDS = (
     ("run_id", pa.string()),
@@ -31,6 +44,14 @@ KEY_RESULT_FIELDS = (
     ("anomaly_types", pa.list_(pa.string())),
     ("fail_index", pa.int64()),
     ("fail_time", pa.int64()),
+    ("error", pa.string()),
+)
+RUN_RESULT_FIELDS = (
+    ("run_id", pa.string()),
+    ("valid", pa.string()),
+    ("anomaly_types", pa.list_(pa.string())),
+    ("never_ok", pa.list_(pa.string())),
+    ("seconds", pa.float64()),
     ("error", pa.string()),
 )
 EPOCH_RESULT_FIELDS = (
@@ -96,19 +117,16 @@ def check_key_rows(
     run_id: str,
     key: str | None,
     rows: list[dict[str, Any]],
-    model: str,
+    checking: Checking,
     time_limit: float | None,
-    allow: list[str] | tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """Check one key of one run (or a whole run, for models that do not split by key).
-
-    `model` is a linearizability model (`cas-register`, …) or `queue` (with `allow`: anomalies that
-    do not make it invalid, as `kraftwerk test --allow`). Returns the result row
+    """Check one key of one run (or a whole run, for models that do not split by key) as the run's workload
+    composes its checking (`checkers.registry`: model, allowed anomalies, ww-deps). Returns the result row
     (KEY_RESULT_FIELDS); a malformed history gives valid="error" with the reason, never an exception.
     """
     from checkers.history import from_dicts
-    from checkers.linearizable import check
     from checkers.linearizable.check import describe_failure
+    from checkers.registry import check_history
 
     started = time.monotonic()
     out: dict[str, Any] = {"run_id": run_id, "key": key, "ops": 0, "valid": "error"}
@@ -116,14 +134,9 @@ def check_key_rows(
         ops, indices, times = ops_from_rows(rows)
         history = from_dicts(ops, source=f"{run_id} key {key}")
         out["ops"] = len(history.operations())
-        if model == "queue":
-            from checkers.queue import check_queue
-
-            result = check_queue(history, allow=allow)
-        else:
-            result = check(history, model, time_limit=time_limit)
+        result = check_history(history, checking, time_limit=time_limit)
         out["valid"] = valid_text(result.get("valid"))
-        out["anomaly_types"] = [str(a) for a in result.get("anomaly-types", [])]
+        out["anomaly_types"] = [str(a) for a in bad_anomalies(result)]
         cause = result.get("cause")
         if cause is not None:
             out["cause"] = cause if isinstance(cause, str) else "; ".join(map(str, cause))
@@ -138,6 +151,39 @@ def check_key_rows(
         out["valid"], out["error"] = "error", f"malformed history: {e}"
     except Exception as e:  # noqa: BLE001 - reported as a row, never abort the job
         out["valid"], out["error"] = "error", f"checker failed: {type(e).__name__}: {e}"
+    out["seconds"] = round(time.monotonic() - started, 6)
+    return out
+
+
+def check_run_rows(run_id: str, rows: list[dict[str, Any]], run: RunChecks) -> dict[str, Any]:
+    """The parts of a run's verdict beyond its history and events, as `kraftwerk test` composes them
+    (`checkers.registry.judge`): the stats of its main phase over its client operations `rows`, its partition
+    logs (read from the run directory) and what its runtime observed. The result row (RUN_RESULT_FIELDS)."""
+    from checkers.epochs import check_partition_logs, load_partition_logs
+    from checkers.history import from_dicts
+    from checkers.registry import stats_part
+    from checkers.verdict import compose
+
+    started = time.monotonic()
+    out: dict[str, Any] = {"run_id": run_id, "valid": "error", "anomaly_types": []}
+    try:
+        ops, _, _ = ops_from_rows(rows)
+        parts: dict[str, dict[str, Any]] = {}
+        dumps = load_partition_logs(run.run_dir)
+        if dumps:
+            parts["partition-logs"] = check_partition_logs(dumps)
+        if run.observed is not None:
+            parts["invariants"] = dict(run.observed)
+        stats = stats_part(from_dicts(ops, source=f"{run_id} (stats)"), run.checking, run.main)
+        parts["stats"] = stats
+        result = compose(parts)
+        out["valid"] = valid_text(result["valid"])
+        out["anomaly_types"] = [str(a) for a in bad_anomalies(result)]
+        out["never_ok"] = [str(f) for f in stats.get("never-ok", [])]
+    except InputError as e:
+        out["error"] = f"malformed run: {e}"
+    except Exception as e:  # noqa: BLE001 - reported as a row, never abort the job
+        out["error"] = f"checker failed: {type(e).__name__}: {e}"
     out["seconds"] = round(time.monotonic() - started, 6)
     return out
 
@@ -187,18 +233,26 @@ def _table(rows: list[dict[str, Any]], fields: tuple[tuple[str, pa.DataType], ..
     return pa.Table.from_pylist([{name: r.get(name) for name, _ in fields} for r in rows], schema=schema)
 
 
-def key_checker(models: dict[str, tuple[str, list[str]]], time_limit: float | None):  # noqa: ANN201 - a Spark UDF
-    """The applyInArrow function for groupBy(run_id, key): one result row per group.
-
-    `models` maps a run id to its (model, allowed anomalies).
-    """
+def key_checker(runs: dict[str, RunChecks]):  # noqa: ANN201 - a Spark UDF
+    """The applyInArrow function for groupBy(run_id, key): one result row per group, each run checked as its
+    workload composes it and within its own checker budget (`runs`: run id → what its test says)."""
 
     def run(group: tuple[Any, ...], table: pa.Table) -> pa.Table:
         run_id = group[0].as_py()
         key = group[1].as_py()
-        model, allow = models.get(run_id, ("cas-register", []))
-        row = check_key_rows(run_id, key, table.to_pylist(), model, time_limit, allow)
+        r = runs[run_id]
+        row = check_key_rows(run_id, key, table.to_pylist(), r.checking, r.time_limit)
         return _table([row], KEY_RESULT_FIELDS)
+
+    return run
+
+
+def run_checker(runs: dict[str, RunChecks]):  # noqa: ANN201 - a Spark UDF
+    """The applyInArrow function for groupBy(run_id) over a run's client operations: one row per run."""
+
+    def run(group: tuple[Any, ...], table: pa.Table) -> pa.Table:
+        run_id = group[0].as_py()
+        return _table([check_run_rows(run_id, table.to_pylist(), runs[run_id])], RUN_RESULT_FIELDS)
 
     return run
 

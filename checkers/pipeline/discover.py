@@ -11,19 +11,18 @@ import datetime as dt
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkers.pipeline.checks import WORKLOAD_MODELS, valid_text
+from checkers.errors import InputError
+from checkers.pipeline.checks import RunChecks, valid_text
 from checkers.pipeline.config import config_label
-from checkers.verdict import merge_valid
+from checkers.registry import Checking, stored_observations
 
 _STAMP = re.compile(r"^(\d{4})(\d{2})(\d{2})T\d{6}")
 _GLOB_CHARS = set("{}[]*?\\")
-# results.json parts the pipeline checks again; any other part with a verdict (the simulator's
-# invariants, partition logs, …) is carried over as recorded
-RECHECKED = frozenset({"linearizable", "queue", "epochs", "stats"})
 MAX_JSON_BYTES = 64 * 1024 * 1024
 
 
@@ -40,8 +39,11 @@ class RunInfo:
     events: str | None = None
     logs: list[str] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)  # (stage, message)
-    model: str | None = None
-    split_keys: bool = True
+    checks: RunChecks | None = None  # how its test judges it (None: test.json could not say)
+
+    @property
+    def split_keys(self) -> bool:
+        return self.checks is not None and self.checks.checking.split_keys
 
 
 def parse_date(text: str) -> str:
@@ -87,7 +89,12 @@ def _float(value: Any) -> float | None:
     return float(value)
 
 
-def inspect_run(store: Path, run_dir: Path) -> RunInfo:
+Resolve = Callable[[dict[str, Any]], tuple[Checking, float, dict[str, Any]]]
+"""test.json → (how its workload's history is judged, its checker budget in seconds, its configuration): the
+harness's TestSpec, given to the pipeline by `kraftwerk analyze` (checkers do not import the harness)."""
+
+
+def inspect_run(store: Path, run_dir: Path, resolve: Resolve) -> RunInfo:
     """Read one run directory's metadata; never raises for bad content."""
     run_id = run_dir.relative_to(store).as_posix()
     info = RunInfo(run_id=run_id, run_dir=str(run_dir), date="1970-01-01", workload="unknown")
@@ -103,14 +110,25 @@ def inspect_run(store: Path, run_dir: Path) -> RunInfo:
         info.errors.append(("test.json", f"test.json is malformed: {e}"))
     info.date = _run_date(run_dir, test)
     workload = (test or {}).get("workload")
+    config: dict[str, Any] | None = None
     if test is not None:
         if not isinstance(workload, str) or not workload:
             info.errors.append(("test.json", "test.json has no workload"))
-        elif workload not in WORKLOAD_MODELS:
-            info.errors.append(("test.json", f"workload {workload!r}: the pipeline has no checker for it"))
         else:
-            info.workload = workload
-            info.model, info.split_keys = WORKLOAD_MODELS[workload]
+            try:
+                checking, budget, config = resolve(test)
+                observed, main = stored_observations(run_dir)
+            except (InputError, ValueError) as e:
+                info.errors.append(("test.json", f"not a test this kraftwerk judges: {e}"))
+            else:
+                info.workload = workload
+                info.checks = RunChecks(
+                    checking,
+                    budget,
+                    str(run_dir.resolve()),
+                    (int(main[0]), int(main[1])) if main else None,
+                    dict(observed) if observed is not None else None,
+                )
     results: dict[str, Any] | None = None
     results_path = run_dir / "results.json"
     if results_path.exists():
@@ -138,13 +156,12 @@ def inspect_run(store: Path, run_dir: Path) -> RunInfo:
             break
     t = test or {}
     r = results or {}
-    carried = {k: v for k, v in r.items() if k not in RECHECKED and isinstance(v, dict) and "valid" in v}
     nemesis = t.get("nemesis")
     info.row = {
         "run_id": run_id,
         "run_dir": str(run_dir.resolve()),
         "test_name": t.get("name") if isinstance(t.get("name"), str) else run_dir.parent.name,
-        "config": config_label(t) if test is not None else None,
+        "config": config_label(config) if config is not None else config_label(t) if test is not None else None,
         "backend": t.get("backend") if isinstance(t.get("backend"), str) else None,
         "nemesis": ",".join(map(str, nemesis)) if isinstance(nemesis, list) else None,
         "nodes": _int(t.get("nodes")),
@@ -155,9 +172,6 @@ def inspect_run(store: Path, run_dir: Path) -> RunInfo:
         "start_time": t.get("start-time") if isinstance(t.get("start-time"), str) else None,
         "recorded_valid": valid_text(r["valid"]) if "valid" in r else None,
         "recorded_anomalies": [str(a) for a in r.get("anomaly-types", []) or []],
-        "carried_valid": valid_text(merge_valid(v["valid"] for v in carried.values())) if carried else None,
-        "carried_anomalies": sorted({str(a) for v in carried.values() for a in v.get("anomaly-types", []) or []}),
-        "carried_parts": sorted(carried),
         "allow": [str(a) for a in t.get("allow", [])] if isinstance(t.get("allow"), list) else [],
         "reproduce": (r.get("run") or {}).get("reproduce") if isinstance(r.get("run"), dict) else None,
         "has_results": results is not None,
@@ -171,7 +185,7 @@ def inspect_run(store: Path, run_dir: Path) -> RunInfo:
 
 
 def discover(
-    store: str | os.PathLike[str], since: str | None = None, exclude: list[str] | None = None
+    store: str | os.PathLike[str], resolve: Resolve, since: str | None = None, exclude: list[str] | None = None
 ) -> list[RunInfo]:
     """Every run directory under `store` (dated on or after `since`, if given), sorted by run id."""
     root = Path(store).resolve()
@@ -184,7 +198,7 @@ def discover(
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and not Path(dirpath, d).is_symlink())
         if "test.json" in filenames or "history.jsonl" in filenames:
             dirnames[:] = []  # a run's own subdirectories (logs/, nodes/) are part of it
-            info = inspect_run(root, Path(dirpath))
+            info = inspect_run(root, Path(dirpath), resolve)
             if since is None or info.date >= since:
                 found.append(info)
     return sorted(found, key=lambda i: i.run_id)

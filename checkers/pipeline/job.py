@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkers.pipeline.discover import RunInfo, discover
+from checkers.pipeline.discover import Resolve, RunInfo, discover
 
 MANIFEST = "manifest.json"
 NEMESIS_PACKAGES = {
@@ -311,16 +311,19 @@ def analyze(
     store: str | os.PathLike[str],
     out: str | os.PathLike[str],
     *,
+    resolve: Resolve,
     master: str = "local[*]",
     since: str | None = None,
-    check_time_limit: float | None = 60.0,
+    check_time_limit: float | None = None,
     spark: Any = None,
     log: Callable[[str], None] | None = None,
     spark_conf: dict[str, str] | None = None,
 ) -> AnalyzeResult:
     """Analyse the runs of `store` not analysed before into `out`; return counts and roll-ups.
 
-    `spark` reuses a session (tests); otherwise one is started on `master` and stopped at the end.
+    Each run is judged as its test judged it: `resolve` reads its test.json (how its workload's history is
+    judged, its checker budget; `check_time_limit` replaces the budget when given). `spark` reuses a session
+    (tests); otherwise one is started on `master` and stopped at the end.
     """
     say = log or (lambda _msg: None)
     started = time.monotonic()
@@ -330,7 +333,7 @@ def analyze(
     out_path.mkdir(parents=True, exist_ok=True)
     manifest = load_manifest(out_path)
     t = time.monotonic()
-    found = discover(store_path, since=since, exclude=[str(out_path)])
+    found = discover(store_path, resolve, since=since, exclude=[str(out_path)])
     new = [r for r in found if r.run_id not in manifest["runs"]]
     timings["discover"] = time.monotonic() - t
     batch = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
@@ -397,7 +400,7 @@ def _ingest_and_check(
     from pyspark.sql import functions as F
 
     from checkers.pipeline import schemas as S
-    from checkers.pipeline.checks import epoch_checker, key_checker
+    from checkers.pipeline.checks import epoch_checker, key_checker, run_checker
 
     def error(info: RunInfo, stage: str, message: str) -> None:
         errors.append(
@@ -541,12 +544,12 @@ def _ingest_and_check(
         good_df = F.broadcast(
             spark.createDataFrame([(r.run_id, r.split_keys) for r in good], "run_id string, split_keys boolean")
         )
-        models = {r.run_id: (r.model or "cas-register", list(r.row.get("allow") or [])) for r in good}
+        checks = {r.run_id: _budget(r.checks, time_limit) for r in good if r.checks is not None}
         client_ops = ops_b.join(good_df, "run_id").where(F.col("process") != "nemesis")
         grouped = client_ops.withColumn(
             "check_key", F.when(F.col("split_keys"), F.col("key")).otherwise(F.lit("*"))
         ).select("run_id", "check_key", "index", "time", "process", "type", "f", "key", "value", "node", "error")
-        key_checks = grouped.groupBy("run_id", "check_key").applyInArrow(key_checker(models, time_limit), S.KEY_CHECK)
+        key_checks = grouped.groupBy("run_id", "check_key").applyInArrow(key_checker(checks), S.KEY_CHECK)
         meta = spark.createDataFrame(
             [(r.run_id, r.date, r.workload) for r in good], "run_id string, date string, workload string"
         )
@@ -578,9 +581,19 @@ def _ingest_and_check(
         _write(epoch_checks.join(F.broadcast(meta), "run_id").withColumn("batch", F.lit(batch)), out, "epoch_checks")
         timings["check-epochs"] = time.monotonic() - t
 
+        t = time.monotonic()  # the rest of the verdict `kraftwerk test` gave: stats, partition logs, observations
+        run_checks = (
+            client_ops.select("run_id", "index", "time", "process", "type", "f", "key", "value", "node", "error")
+            .groupBy("run_id")
+            .applyInArrow(run_checker(checks), S.RUN_CHECK)
+        )
+        _write(run_checks.join(F.broadcast(meta), "run_id").withColumn("batch", F.lit(batch)), out, "run_checks")
+        timings["check-runs"] = time.monotonic() - t
+
         t = time.monotonic()
         kc = read_table(spark, out, "key_checks", [batch])
         ec = read_table(spark, out, "epoch_checks", [batch])
+        rc = read_table(spark, out, "run_checks", [batch])
         failed_checks = kc.where(F.col("valid") == "error").select(
             "run_id",
             F.lit("check").alias("stage"),
@@ -591,8 +604,18 @@ def _ingest_and_check(
         failed_epochs = ec.where(F.col("valid") == "error").select(
             "run_id", F.lit("epochs").alias("stage"), F.col("error").alias("e")
         )
+        # a malformed history fails its key check and its run check alike: it is reported once, by the first
+        failed_runs = (
+            rc.where(F.col("valid") == "error")
+            .join(failed_checks.select("run_id"), "run_id", "left_anti")
+            .select("run_id", F.lit("run").alias("stage"), F.col("error").alias("e"))
+        )
         for row in (
-            failed_checks.unionByName(failed_epochs).groupBy("run_id", "stage").agg(F.first("e").alias("e")).collect()
+            failed_checks.unionByName(failed_epochs)
+            .unionByName(failed_runs)
+            .groupBy("run_id", "stage")
+            .agg(F.first("e").alias("e"))
+            .collect()
         ):
             error(by_id[row["run_id"]], row["stage"], str(row["e"]))
         _write_latencies(spark, out, ops_b.join(good_df.select("run_id"), "run_id"), batch)
@@ -603,7 +626,7 @@ def _ingest_and_check(
         ok_runs = [r for r in good if r.run_id not in failed]
         if ok_runs:
             runs_df = spark.createDataFrame([r.row for r in ok_runs], S.RUNS)
-            _write(_verdicts(F, runs_df, kc, ec).withColumn("batch", F.lit(batch)), out, "verdicts")
+            _write(_verdicts(F, runs_df, kc, ec, rc).withColumn("batch", F.lit(batch)), out, "verdicts")
         timings["verdicts"] = time.monotonic() - t
 
     # -- runs and errors ----------------------------------------------------------------------------
@@ -668,8 +691,16 @@ def _write_latencies(spark: Any, out: Path, ops: Any, batch: str) -> None:
     _write(marked.withColumn("batch", F.lit(batch)), out, "latencies")
 
 
-def _verdicts(F: Any, runs: Any, key_checks: Any, epoch_checks: Any) -> Any:
-    """One row per run: the re-checked history (per key) and epochs plus the carried parts, composed."""
+def _budget(checks: Any, time_limit: float | None) -> Any:
+    """A run's checks with `analyze --check-time-limit` as its budget, when given (else the test's own)."""
+    from dataclasses import replace
+
+    return checks if time_limit is None else replace(checks, time_limit=time_limit)
+
+
+def _verdicts(F: Any, runs: Any, key_checks: Any, epoch_checks: Any, run_checks: Any) -> Any:
+    """One row per run: its history (per key), its events and the rest of its verdict (stats, partition logs,
+    what its runtime observed), composed as `kraftwerk test` composes them (checkers.registry.judge)."""
     lin = key_checks.groupBy("run_id").agg(
         _merge_valid(F, F.collect_list("valid")).alias("history_valid"),
         F.array_distinct(F.flatten(F.collect_list(F.coalesce("anomaly_types", F.array().cast("array<string>"))))).alias(
@@ -686,17 +717,24 @@ def _verdicts(F: Any, runs: Any, key_checks: Any, epoch_checks: Any) -> Any:
         F.col("anomaly_types").alias("_ep_types"),
         F.col("seconds").alias("_ep_seconds"),
     )
-    df = runs.join(lin, "run_id", "left").join(ep, "run_id", "left")
-    lin_valid = F.coalesce("history_valid", F.lit("true"))  # no client operations: nothing to refute
+    rc = run_checks.select(
+        "run_id",
+        F.col("valid").alias("run_valid"),
+        F.col("anomaly_types").alias("_run_types"),
+        F.col("seconds").alias("_run_seconds"),
+    )
+    df = runs.join(lin, "run_id", "left").join(ep, "run_id", "left").join(rc, "run_id", "left")
+    lin_valid = F.coalesce("history_valid", F.lit("true"))  # no client operations: nothing to refute…
     epochs_valid = F.coalesce("epochs_valid", F.lit("unknown"))  # no events at all
+    run_valid = F.coalesce("run_valid", F.lit("unknown"))  # …but no operations: the stats make it unknown
     types = F.array_distinct(
         F.concat(
             F.coalesce("_hist_types", F.array().cast("array<string>")),
             F.coalesce("_ep_types", F.array().cast("array<string>")),
-            F.coalesce("carried_anomalies", F.array().cast("array<string>")),
+            F.coalesce("_run_types", F.array().cast("array<string>")),
         )
     )
-    valid = _merge_valid(F, F.array(lin_valid, epochs_valid, F.col("carried_valid")))
+    valid = _merge_valid(F, F.array(lin_valid, epochs_valid, run_valid))
     return df.select(
         "run_id",
         "config",
@@ -705,13 +743,17 @@ def _verdicts(F: Any, runs: Any, key_checks: Any, epoch_checks: Any) -> Any:
         "start_time",
         lin_valid.alias("history_valid"),
         epochs_valid.alias("epochs_valid"),
-        "carried_valid",
+        run_valid.alias("run_valid"),
         valid.alias("valid"),
         "recorded_valid",
         F.when(F.col("recorded_valid").isNotNull(), valid == F.col("recorded_valid")).alias("matches_recorded"),
         F.array_sort(types).alias("anomaly_types"),
         (F.col("_lin_first") / F.lit(1e9)).alias("first_anomaly_s"),
-        (F.coalesce("_lin_seconds", F.lit(0.0)) + F.coalesce("_ep_seconds", F.lit(0.0))).alias("check_seconds"),
+        (
+            F.coalesce("_lin_seconds", F.lit(0.0))
+            + F.coalesce("_ep_seconds", F.lit(0.0))
+            + F.coalesce("_run_seconds", F.lit(0.0))
+        ).alias("check_seconds"),
         F.coalesce("keys", F.lit(0)).cast("long").alias("keys"),
         F.coalesce("ops", F.lit(0)).cast("long").alias("ops"),
         "run_dir",
@@ -818,7 +860,7 @@ def compute_rollups(spark: Any, out: Path, slowest: int = 25) -> dict[str, list[
         )
         .orderBy(F.desc("date"), "config", "seed"),
         "mismatches": verdicts.where(F.col("matches_recorded") == F.lit(False))
-        .select("run_id", "config", "seed", "valid", "recorded_valid", "history_valid", "epochs_valid", "carried_valid")
+        .select("run_id", "config", "seed", "valid", "recorded_valid", "history_valid", "epochs_valid", "run_valid")
         .orderBy("run_id"),
         "errors": errs.select("run_id", "run_dir", "stage", "message", "date", "batch").orderBy("run_id", "stage"),
     }

@@ -72,9 +72,6 @@ RUNS = _s(
     ("start_time", _STR),
     ("recorded_valid", _STR),
     ("recorded_anomalies", _STRS),
-    ("carried_valid", _STR),  # results.json parts the pipeline cannot recompute (invariants, …)
-    ("carried_anomalies", _STRS),
-    ("carried_parts", _STRS),
     ("allow", _STRS),
     ("reproduce", _STR),
     ("has_results", _BOOL),
@@ -148,6 +145,15 @@ EPOCH_CHECK = _s(
     ("error", _STR),
 )
 EPOCH_CHECKS = _s(*EPOCH_CHECK, *_TAIL)
+RUN_CHECK = _s(
+    ("run_id", _STR),
+    ("valid", _STR),
+    ("anomaly_types", _STRS),
+    ("never_ok", _STRS),
+    ("seconds", _DOUBLE),
+    ("error", _STR),
+)
+RUN_CHECKS = _s(*RUN_CHECK, *_TAIL)
 LATENCIES = _s(
     ("run_id", _STR),
     ("process", _STR),
@@ -166,7 +172,7 @@ VERDICTS = _s(
     ("start_time", _STR),
     ("history_valid", _STR),  # linearizability (per key) or the queue checker (per run)
     ("epochs_valid", _STR),
-    ("carried_valid", _STR),
+    ("run_valid", _STR),  # the rest of `kraftwerk test`'s verdict: stats, partition logs, what the runtime observed
     ("valid", _STR),
     ("recorded_valid", _STR),
     ("matches_recorded", _BOOL),
@@ -195,6 +201,7 @@ TABLES: dict[str, T.StructType] = {
     "logs": LOGS,
     "key_checks": KEY_CHECKS,
     "epoch_checks": EPOCH_CHECKS,
+    "run_checks": RUN_CHECKS,
     "latencies": LATENCIES,
     "verdicts": VERDICTS,
     "errors": ERRORS,

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("-j", "--jobs", type=positive_int, default=None, help="check files in N processes")
     p.add_argument("-q", "--quiet", action="store_true", help="no human summary on stderr")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="the whole result on stdout even on a terminal (default: whole when stdout is a pipe or file, "
+        "its headline on a terminal)",
+    )
 
 
 _INFER = {
@@ -105,7 +112,6 @@ _INFER = {
     "poll": "queue",
     "assign": "queue",
 }
-_WORKLOAD_MODEL = {"register": "cas-register", "queue": "queue"}
 
 
 def infer_model(fs: set[str], source: str) -> str:
@@ -135,6 +141,7 @@ def _initial(args: argparse.Namespace) -> Any:
 
 def _check_history_file(path: str, model: str, args: argparse.Namespace, fmt: str = "auto") -> dict[str, Any]:
     from checkers import formats
+    from checkers.registry import Checking, check_history
 
     history = formats.load(path, fmt)
     if model in ("auto", "queue"):
@@ -144,37 +151,22 @@ def _check_history_file(path: str, model: str, args: argparse.Namespace, fmt: st
             model = "txn-queue"
     if model == "auto":
         model = infer_model({op.f for op in history.operations()}, path)
-    if model == "txn-queue":
-        from checkers.txn_queue import check_txn_queue
-
-        result = check_txn_queue(
-            history,
-            allow=args.allow,
-            subscribe=any(op.f == "subscribe" for op in history.operations()),
-            ww_deps=getattr(args, "ww_deps", False),
-        )
-    elif model == "queue":
-        from checkers.queue import check_queue
-
-        result = check_queue(history, allow=args.allow)
-    elif model == "epochs":
+    if model == "epochs":
         raise InputError("--model epochs needs an events file or a run directory, not a history", path)
-    else:
-        from checkers.linearizable import check
+    checking = Checking(model, allow=tuple(args.allow), ww_deps=getattr(args, "ww_deps", False))
+    result = check_history(
+        history,
+        checking,
+        time_limit=args.time_limit,
+        memory_limit_mb=args.memory_limit or 2048,
+        jobs=getattr(args, "key_jobs", 1),
+        initial=_initial(args),
+        cas_mismatch=getattr(args, "cas_mismatch", False),
+    )
+    if args.html and checking.part == "linearizable":
+        from checkers.linearizable.timeline import write_timeline
 
-        result = check(
-            history,
-            model,
-            _initial(args),
-            time_limit=args.time_limit,
-            memory_limit_mb=args.memory_limit or 2048,
-            jobs=getattr(args, "key_jobs", 1),
-            cas_mismatch=getattr(args, "cas_mismatch", False),
-        )
-        if args.html:
-            from checkers.linearizable.timeline import write_timeline
-
-            result["html"] = write_timeline(history, result, _html_path(args, path))
+        result["html"] = write_timeline(history, result, _html_path(args, path))
     from checkers.stats import stats
 
     result.setdefault("op-counts", {k: v for k, v in stats(history).items() if k != "valid"})
@@ -201,20 +193,46 @@ def _looks_like_events(path: str) -> bool:
 
 
 def _check_run_dir(path: str, args: argparse.Namespace) -> dict[str, Any]:
+    """A stored run judged exactly as `kraftwerk test` judged it: the checkers its test.json's workload
+    composes (model, allowed anomalies, ww-deps), its events and log dumps, what its runtime observed
+    (run.json) and the stats of its main phase. Without test.json (a directory of files), or with --model
+    epochs, only what the files hold is checked."""
     d = Path(path)
+    history = d / "history.jsonl"
+    if args.model == "epochs" or not (d / "test.json").exists():
+        return _check_files(d, args)
+    if not history.exists():
+        raise InputError("a run directory needs history.jsonl", path)
+    from checkers.epochs import load_events, load_logs, load_partition_logs
+    from checkers.formats import load
+    from harness.core.checks import check_run, stored_observations, stored_spec
+
+    spec = stored_spec(d)
+    if args.model not in ("auto", spec.checking().model, spec.checking().part):
+        raise InputError(f"--model {args.model}: this run's workload is judged by {spec.checking().model}", path)
+    if args.time_limit is not None:
+        spec = replace(spec, check_time_limit=args.time_limit)
+    observed, main = stored_observations(d)
+    events = load_events(d) if (d / "events.jsonl").exists() else None
+    result = check_run(
+        spec,
+        load(str(history), "jsonl"),
+        events,
+        load_logs(d) if events else None,
+        observed,
+        partition_logs=load_partition_logs(d),
+        main=main,
+    )
+    return result
+
+
+def _check_files(d: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """A directory without test.json: its history by the model given or inferred, its events, its dumps."""
     parts: dict[str, dict[str, Any]] = {}
     history = d / "history.jsonl"
     events = d / "events.jsonl"
     if args.model != "epochs" and history.exists():
-        model = args.model
-        test = d / "test.json"
-        if model == "auto" and test.exists():
-            try:
-                workload = json.loads(test.read_text()).get("workload")
-            except (OSError, json.JSONDecodeError, AttributeError):
-                workload = None
-            model = _WORKLOAD_MODEL.get(workload, "auto")
-        parts["history"] = _check_history_file(str(history), model, args, "jsonl")
+        parts["history"] = _check_history_file(str(history), args.model, args, "jsonl")
     if args.model in ("auto", "epochs") and events.exists():
         from checkers.epochs import check_epochs
 
@@ -224,7 +242,7 @@ def _check_run_dir(path: str, args: argparse.Namespace) -> dict[str, Any]:
 
         parts["partition-logs"] = check_partition_logs(load_partition_logs(d))
     if not parts:
-        raise InputError("a run directory needs history.jsonl or events.jsonl", path)
+        raise InputError("a run directory needs history.jsonl or events.jsonl", str(d))
     if len(parts) == 1:
         return next(iter(parts.values()))
     return compose(parts)
@@ -305,8 +323,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         outcomes = [check_one(f, args) for f in args.files]
     out = sys.stdout
+    full = args.full or not out.isatty()
     for result, _, _ in outcomes:
-        out.write(json.dumps(result, default=_json_default) + "\n")
+        out.write(json.dumps(result if full else compact(result), default=_json_default) + "\n")
     out.flush()
     for _, _, message in outcomes:
         if message:
@@ -316,6 +335,30 @@ def run(args: argparse.Namespace) -> int:
 
         print_check_summary([r for r, _, _ in outcomes])
     return worst_exit(code for _, code, _ in outcomes)
+
+
+def compact(result: dict[str, Any]) -> dict[str, Any]:
+    """A result's headline for a terminal: the file, the verdict, the anomalies (those that fail it and those
+    allowed), each part's verdict and any error; the whole result is printed when stdout is not a terminal."""
+    from checkers.registry import allowed_anomalies, bad_anomalies
+
+    out: dict[str, Any] = {"file": result.get("file"), "valid": result.get("valid")}
+    parts = {k: v.get("valid") for k, v in result.items() if isinstance(v, dict) and "valid" in v}
+    if parts:
+        out["parts"] = parts
+    bad, allowed = bad_anomalies(result), allowed_anomalies(result)
+    if bad:
+        out["anomalies"] = bad
+    if allowed:
+        out["allowed"] = allowed
+    for key in ("error", "cause", "never-ok"):
+        if key in result:
+            out[key] = result[key]
+    never = (result.get("stats") or {}).get("never-ok")
+    if never:
+        out["never-ok"] = never
+    out["full"] = "pipe stdout or give --full for the whole result"
+    return out
 
 
 def _json_default(value: Any) -> Any:

@@ -1,9 +1,22 @@
-"""argparse value types shared by the subcommands (errors become exit 254 through the CLI)."""
+"""argparse for every `kraftwerk` command: its parser (a bad option is a `UsageError`, exit 254) and the value
+types the commands share."""
 
 from __future__ import annotations
 
 import argparse
 import re
+
+
+class UsageError(Exception):
+    """A bad option or argument: exit 254 with the message."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, raising UsageError instead of exiting."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
 
 SPARK_MASTER = re.compile(r"^(local(\[(\*|[1-9][0-9]*)\])?|spark://[^\s/:]+:[0-9]+)$")
 

@@ -1,51 +1,70 @@
-"""The checkers a stored run needs, composed into one verdict (simulator and real runs alike)."""
+"""Judging a run: the test's checkers (as its workload composes them) over what the run left.
+
+The one place that turns a TestSpec and a run's artifacts into a verdict, for a run just made (`test`,
+`replay`, `shrink`, `explore`, `suite`, on either runtime) and for a stored one (`check RUN_DIR`): the
+workload's `Checking` (its model, allowed anomalies, ww-deps) through `checkers.registry.judge`.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from checkers.verdict import compose
+from checkers.errors import InputError
+from checkers.history import History
+from checkers.registry import Checking, judge, observed_of, stored_observations
+from harness.core.spec import SpecError, TestSpec
 
 
 def check_run(
-    history: Any,
-    events: list[dict[str, Any]],
-    logs: dict[str, list[dict[str, Any]]],
-    invariants: dict[str, Any] | None,
-    model: str,
-    time_limit: float,
-    partition_logs: dict[str, dict[str, list[dict[str, Any]]]] | None = None,
-    allow: list[str] | tuple[str, ...] = (),
+    spec: TestSpec,
+    history: History,
+    events: Sequence[dict[str, Any]] | None,
+    logs: Mapping[str, list[dict[str, Any]]] | None,
+    observed: Mapping[str, Any] | None = None,
+    partition_logs: Mapping[str, Mapping[str, list[dict[str, Any]]]] | None = None,
+    main: Sequence[int] | None = None,
 ) -> dict[str, Any]:
-    """Every checker a run needs, composed (false beats unknown beats true).
+    """Every checker the run of `spec` needs, composed (false beats unknown beats true).
 
-    `model` "queue" checks the Kafka queue anomalies (and partition logs across replicas),
-    "txn-queue" the transactional ones (Jepsen's, with G0/G1c cycles) under the same name "queue";
-    any other model is a linearizability model.
+    `observed`: the runtime's own result (the simulator's invariants; real nodes that stopped on an illegal
+    state), or None. `main`: the main phase's [start, end) in the history's ns, for the stats rule.
     """
-    from checkers.epochs import check_events, check_partition_logs
-    from checkers.stats import stats
+    return judge(
+        history,
+        spec.checking(),
+        events=events,
+        logs=logs,
+        partition_logs=partition_logs,
+        observed=observed,
+        main=main,
+        time_limit=spec.check_time_limit,
+    )
 
-    parts: dict[str, dict[str, Any]] = {}
-    if model == "queue":
-        from checkers.queue import check_queue
 
-        parts["queue"] = check_queue(history, allow=allow)
-    elif model == "txn-queue":  # the queue workload's --txn
-        from checkers.txn_queue import check_txn_queue
+def judging(test: Mapping[str, Any]) -> tuple[Checking, float, dict[str, Any]]:
+    """How a stored run's test (its test.json) is judged: its workload's checking, its checker budget and its
+    configuration, for the Spark pipeline (`checkers.pipeline`, which does not import the harness). SpecError if
+    it is no test."""
+    spec = TestSpec.from_json(test)
+    return spec.checking(), spec.check_time_limit, spec.config()
 
-        # offsets always give ww edges here (Jepsen's --ww-deps), so G1c is allowed as Jepsen allows it then,
-        # except a G1c-class cycle that needs no ww edge (wr-only, e.g. an early read): that stays bad
-        parts["queue"] = check_txn_queue(history, allow=allow, ww_deps=True)
-    else:
-        from checkers.linearizable import check
 
-        parts["linearizable"] = check(history, model, time_limit=time_limit)
-    parts["epochs"] = check_events(events, logs) if events else {"valid": "unknown", "error": "no events"}
-    if partition_logs:
-        parts["partition-logs"] = check_partition_logs(partition_logs)
-    if invariants is not None:
-        parts["invariants"] = invariants
-    result = compose(parts)
-    result["stats"] = stats(history)
-    return result
+def stored_spec(run_dir: str | Path) -> TestSpec:
+    """The TestSpec a stored run's test.json describes; InputError if it is missing or not one."""
+    path = Path(run_dir) / "test.json"
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError("no test.json (is this a kraftwerk run directory?)", str(run_dir)) from None
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(f"unreadable test.json: {e}", str(run_dir)) from None
+    try:
+        return TestSpec.from_json(doc)
+    except SpecError as e:
+        raise InputError(str(e), str(run_dir)) from None
+
+
+__all__ = ["check_run", "judging", "observed_of", "stored_observations", "stored_spec"]

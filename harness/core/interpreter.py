@@ -28,11 +28,6 @@ from workloads.protocol import Completion, Workload
 
 POLL_NS = 20_000_000  # how often a pending generator is asked again
 RATE = 100.0  # client operations per second, all threads together (Jepsen's stagger)
-# schedule.json's format. 2: the simulator's clients run the real runner's generators and interpreter, so a
-# seed's history differs from format 1's, whose runs are refused by replay and shrink. 3: the lazy-flush bug's
-# flushes fall on whole intervals of the node's clock (nodes.raft.timing.next_lazy_flush) and a simulator run
-# stores "main-start"; a format 2 run replays byte for byte unless it has the lazy-flush bug (then refused)
-SCHEDULE_FORMAT = 3
 
 
 Listener = Callable[[dict[str, Any]], None]

@@ -1,125 +1,175 @@
 """`TestSpec`: one test as an immutable value — every option, validated, and its random streams.
 
-Commands build TestSpecs (from their options, a stored `test.json` or a suite entry) and pass
-them down; nothing below the command line reads argparse objects. Building one validates it
-without side effects: a bad option raises `SpecError` naming it (exit 254). `to_json` is
-`test.json` (the keys docs/formats.md "test.json" names; options that do not apply to the workload or
-backend are left out), `from_json` reads it back. `spec.rng(name, …)` is the named random
-stream of the test's seed (harness.core.streams).
+The spec is the one description of a test. Its fields are declared with `workloads.options.option`, so that
+their flags, test.json keys and help exist once: `add_arguments` gives every command that takes test options
+(`test`, `explore`, `replay`, `shrink`, suite entries) the same options, `to_json`/`from_json` are test.json,
+and `to_argv` is the reproduce command (`from_argv(to_argv(s)) == s`). The workload's own options are a
+typed value of its options class (`workloads.registry`): `spec.workload_options`, stored beside the others in
+test.json; the DB's own options a value of its class (`harness.db.registry`): `spec.db_options`, stored under
+the DB's name. What the workload or the DB cannot do (a DB on a backend it does not run on, a seeded bug no
+request of the workload reaches) is refused here, in one place.
+
+Building a spec validates it without side effects: a bad option raises `SpecError` naming it (exit 254).
+Options that do not apply (ssh options off the ssh backend) take their defaults, so two specs of the same
+test are equal. `spec.rng(name, …)` is the named random stream of the test's seed (harness.core.streams).
 """
 
 from __future__ import annotations
 
+import argparse
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
+from harness.core.phases import SETTLE
 from harness.core.streams import stream
+from harness.db import registry as dbs
 from harness.nemesis.partitions import KINDS
 from harness.nemesis.schedule import ALL, PACKAGES, parse_nemeses, parse_partition_kinds
-from harness.real.backends import registry
-from nodes.runtime.config import CLOCK_SOURCES
+from harness.real.backends import registry as backends
+from workloads import options as opts
+from workloads import registry as workloads
+from workloads.options import OptionError, option
+from workloads.protocol import Workload
 
-if TYPE_CHECKING:
-    from workloads.protocol import Workload
-
-BACKENDS = registry.NAMES
-WORKLOADS = ("register", "queue")
-REAL_WORKLOADS = ("register", "queue")
-ACKS = {"all": -1, "1": 1, "0": 0}  # --acks → the producer's acks
-DBS = ("kraftwerk", "etcd")  # --db: our KRaft-style nodes, or etcd (harness.db.etcd)
-ETCD_READS = ("linearizable", "serializable")  # --etcd-read
-SUB_VIA = ("assign", "subscribe")  # --sub-via (workloads.queue.SUB_VIA)
+SSH = "ssh backend (hosts you already have)"
+# the parts of a system a seeded bug lives in (harness.db.registry DBKind.bugs), in words
+PART_NAMES = {
+    "raft": "quorum (raft)",
+    "kv": "register state machine",
+    "broker": "partition logs",
+    "idempotence": "idempotent producer's deduplication",
+    "group": "group coordinator (consumer groups)",
+    "txn": "transaction coordinator",
+    "storage": "log recovery",
+}
 
 
 class SpecError(ValueError):
     """A test option that cannot be run: exit 254 with the message (which names the option)."""
 
 
+def _nemeses(text: str) -> tuple[str, ...]:
+    return tuple(parse_nemeses(text))
+
+
+def _partition_kinds(text: str) -> tuple[str, ...]:
+    return tuple(parse_partition_kinds(text))
+
+
 @dataclass(frozen=True)
 class TestSpec:
-    """Every option of one test. Options that do not apply (queue options of a register test, ssh
-    options off the ssh backend) take their defaults, so two specs of the same test are equal."""
+    """Every option of one test (see the module docstring)."""
 
     __test__ = False  # not a pytest test class
 
-    workload: str = "register"
-    backend: str = "sim"
-    nemeses: tuple[str, ...] = ALL  # `--nemesis all`: every package but packet
-    partition_kinds: tuple[str, ...] = KINDS
-    nodes: int = 5
-    concurrency: int = 10
-    time_limit: float = 60.0  # seconds of faults and load
-    interval: float = 5.0  # mean seconds between faults
-    seed: int = 0
-    bugs: tuple[str, ...] = ()
-    lose_unsynced: bool = False
-    fsync_delay: int = 0  # ms before each fsync
-    check_time_limit: float = 300.0
-    # queue workload
-    acks: str = "all"
-    min_isr: int = 2
-    replication_factor: int = 3
-    partitions: int = 3
-    unclean: bool = False
-    allow: tuple[str, ...] = ()
-    sub_via: str = "assign"  # assign | subscribe (Jepsen's :sub-via: consumer groups)
-    txn: bool = False  # transactions of send and poll micro-ops (Jepsen's :txn), judged by checkers.txn_queue
-    # ssh backend
-    ssh_hosts: str | None = None
-    ssh_user: str = "root"
-    ssh_key: str | None = None
-    ssh_known_hosts: str | None = None
-    name: str = ""  # in the store; "" → WORKLOAD-BACKEND
-    settle: float = 0.0  # replays of simulator runs: seconds from the heal to the final reads
-    rate: float = 100.0  # client operations per second, all threads together (Jepsen's stagger)
-    clock_source: str = "wall"  # the nodes' `clock.source`: what their timers read (wall or monotonic)
-    lease_reads: bool = False  # leader leases: the leader answers reads from its state while its lease lasts
-    db: str = "kraftwerk"  # the system under test: our nodes, or etcd
-    etcd_read: str = "linearizable"  # etcd: how register reads are served (serializable: any member's local state)
+    workload: str = option("register", "--workload", "what the clients do", choices=workloads.NAMES, always=True)
+    backend: str = option("sim", "--backend", "where the nodes run", choices=backends.NAMES, always=True)
+    db: str = option(
+        dbs.names()[0],
+        "--db",
+        "the system under test: " + "; ".join(f"{name}: {dbs.summary(name)}" for name in dbs.names()),
+        choices=dbs.names(),
+    )
+    nemeses: tuple[str, ...] = option(
+        ALL,
+        "--nemesis",
+        "faults to inject: comma-separated from partition, kill, pause, clock, packet (loss, delay, duplicate, "
+        "reorder; on real hosts tc netem, or an NFQUEUE shaper where the kernel has no netem), disk (lose "
+        "unsynced writes, torn write, flipped bit); or all (every one but packet and disk) / none",
+        key="nemesis",
+        kind="list",
+        parse=_nemeses,
+        always=True,
+    )
+    partition_kinds: tuple[str, ...] = option(
+        KINDS,
+        "--partition-kinds",
+        "which partitions the partition nemesis makes: comma-separated from halves, one (isolate a random "
+        "node), leader (isolate the leader: the quorum leader, or for the queue workload the node leading the "
+        "most partitions), majorities-ring, bridge, one-way; or all",
+        kind="list",
+        parse=_partition_kinds,
+    )
+    nodes: int = option(5, "--nodes", "cluster size", metavar="N", always=True)
+    concurrency: int = option(10, "--concurrency", "client worker threads", metavar="N", always=True)
+    time_limit: float = option(60.0, "--time-limit", "seconds of faults and load", metavar="S", always=True)
+    interval: float = option(5.0, "--interval", "mean seconds between faults", metavar="S", always=True)
+    rate: float = option(
+        100.0, "--rate", "client operations per second, all threads together (Jepsen's stagger)", metavar="OPS"
+    )
+    seed: int = option(0, "--seed", "random seed (default: a fresh one, printed)", metavar="N", always=True)
+    bugs: tuple[str, ...] = option((), "--bug", "turn on a seeded bug (repeatable)", key="bugs", kind="repeat")
+    check_time_limit: float = option(300.0, "--check-time-limit", "checker budget in seconds", metavar="S")
+    settle: float = option(
+        SETTLE,
+        "--settle",
+        "seconds from the heal to the final reads at least, so that late consequences of a fault show before them",
+        key="settle-seconds",
+        metavar="S",
+    )
+    name: str = option("", "--name", "test name in the store (default WORKLOAD-BACKEND, or WORKLOAD-DB-BACKEND)")
+    ssh_hosts: str | None = option(
+        None, "--ssh-hosts", "one host per line: [user@]address[:port]; nodes n1, n2, …", metavar="FILE", group=SSH
+    )
+    ssh_user: str = option("root", "--ssh-user", "login user (others use sudo)", metavar="USER", group=SSH)
+    ssh_key: str | None = option(
+        None, "--ssh-key", "private key file (default: ssh's usual keys)", metavar="FILE", group=SSH
+    )
+    ssh_known_hosts: str | None = option(
+        None,
+        "--ssh-known-hosts",
+        "known_hosts to check host keys against (default ~/.ssh/known_hosts)",
+        metavar="FILE",
+        group=SSH,
+    )
+    # the workload's own options: an instance of its options class (None: its defaults)
+    workload_options: Any = field(default=None)
+    # the DB's own options: an instance of its options class (harness.db.registry; None: its defaults)
+    db_options: Any = field(default=None)
 
     def __post_init__(self) -> None:
-        problem = self.problem()
-        if problem:
-            raise SpecError(problem)
         put = object.__setattr__  # construction of a frozen value: normalise what equal tests spell differently
         put(self, "nemeses", tuple(self.nemeses))
         put(self, "partition_kinds", tuple(self.partition_kinds))
         put(self, "bugs", tuple(sorted(set(self.bugs))))
-        put(self, "allow", tuple(self.allow))
-        put(self, "time_limit", float(self.time_limit))
-        put(self, "interval", float(self.interval))
-        put(self, "check_time_limit", float(self.check_time_limit))
-        put(self, "settle", float(self.settle))
-        put(self, "rate", float(self.rate))
-        put(
-            self,
-            "name",
-            self.name or "-".join((self.workload, *(() if self.db == "kraftwerk" else (self.db,)), self.backend)),
-        )
+        for name in ("time_limit", "interval", "check_time_limit", "settle", "rate"):
+            value = getattr(self, name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                put(self, name, float(value))
+        kind = workloads.KINDS.get(self.workload)
+        if kind is not None:
+            if self.workload_options is None:
+                put(self, "workload_options", kind.options())
+            elif not isinstance(self.workload_options, kind.options):
+                raise SpecError(
+                    f"--workload {self.workload} takes {kind.options.__name__}, "
+                    f"not {type(self.workload_options).__name__}"
+                )
+        if self.db in dbs.MODULES:
+            options = dbs.kind(self.db).options
+            if self.db_options is None:
+                put(self, "db_options", options())
+            elif not isinstance(self.db_options, options):
+                raise SpecError(f"--db {self.db} takes {options.__name__}, not {type(self.db_options).__name__}")
+        problem = self.problem()
+        if problem:
+            raise SpecError(problem)
+        put(self, "name", self.name or self._default_name())
         default = TestSpec.__dataclass_fields__
-        if self.workload != "queue":
-            for f in ("acks", "min_isr", "replication_factor", "partitions", "unclean", "allow", "sub_via", "txn"):
-                put(self, f, default[f].default)
-        if self.db != "etcd":
-            put(self, "etcd_read", default["etcd_read"].default)
         if self.backend != "ssh":
             for f in ("ssh_hosts", "ssh_user", "ssh_key", "ssh_known_hosts"):
                 put(self, f, default[f].default)
 
     def problem(self) -> str | None:
         """What is wrong with these options (naming the option), or None. Reads only, changes nothing."""
-        from checkers.queue import ANOMALY_TYPES
-        from checkers.txn_queue import ANOMALY_TYPES as TXN_ANOMALY_TYPES
-        from harness.db.nodes import BUGS
-
-        if self.backend not in BACKENDS:
-            return f"--backend {self.backend}: unknown (known: {', '.join(BACKENDS)})"
-        if self.workload not in WORKLOADS:
-            return f"--workload {self.workload} is not available yet (available: {', '.join(WORKLOADS)})"
-        if self.backend != "sim" and self.workload not in REAL_WORKLOADS:
-            return f"--workload {self.workload} is not available yet on --backend {self.backend} (use --backend sim)"
+        if self.backend not in backends.NAMES:
+            return f"--backend {self.backend}: unknown (known: {', '.join(backends.NAMES)})"
+        if self.workload not in workloads.NAMES:
+            return f"--workload {self.workload}: unknown (known: {', '.join(workloads.NAMES)})"
+        if self.db not in dbs.MODULES:
+            return f"--db {self.db}: unknown (known: {', '.join(dbs.names())})"
         if not 1 <= self.nodes <= 15:
             return f"--nodes must be between 1 and 15, got {self.nodes}"
         if not 1 <= self.concurrency <= 1000:
@@ -128,33 +178,9 @@ class TestSpec:
             return f"--time-limit must be a positive number of seconds, got {self.time_limit}"
         if not self.interval > 0:
             return f"--interval must be positive, got {self.interval}"
-        if self.txn and self.workload != "queue":
-            return f"--txn is an option of --workload queue, not --workload {self.workload}"
-        if self.workload == "queue":
-            if self.acks not in ACKS:
-                return f"--acks must be one of {', '.join(ACKS)}, got {self.acks!r}"
-            if not 1 <= self.replication_factor <= self.nodes:
-                return (
-                    f"--replication-factor must be between 1 and --nodes ({self.nodes}), got {self.replication_factor}"
-                )
-            if not 1 <= self.min_isr <= self.replication_factor:
-                return f"--min-isr must be between 1 and --replication-factor, got {self.min_isr}"
-            if not 1 <= self.partitions <= 100:
-                return f"--partitions must be between 1 and 100, got {self.partitions}"
-            if self.sub_via not in SUB_VIA:
-                return f"--sub-via must be one of {', '.join(SUB_VIA)}, got {self.sub_via!r}"
-            if self.txn and self.sub_via != "assign":
-                return "--txn works with --sub-via assign only (transactional consumers here assign their partitions)"
-            if self.txn and self.acks != "all":
-                return f"--txn needs --acks all (a transactional producer is idempotent), got --acks {self.acks}"
-            known = TXN_ANOMALY_TYPES if self.txn else ANOMALY_TYPES
-            bad = sorted(set(self.allow) - set(known))
-            if bad:
-                kind = "transactional queue" if self.txn else "queue"
-                return f"--allow {', '.join(bad)}: not a {kind} anomaly ({', '.join(known)})"
-        unknown = sorted(set(self.bugs) - BUGS)
-        if unknown:
-            return f"--bug {', '.join(unknown)}: unknown (known: {', '.join(sorted(BUGS))})"
+        problem = self.workload_options.problem(self.nodes)
+        if problem:
+            return problem
         bad = [n for n in self.nemeses if n not in PACKAGES]
         if bad:
             return f"--nemesis: unknown {', '.join(bad)} (known: {', '.join(PACKAGES)})"
@@ -163,81 +189,52 @@ class TestSpec:
             return f"--partition-kinds: unknown {', '.join(bad) or '(none)'} (known: {', '.join(KINDS)})"
         if not self.check_time_limit > 0:
             return f"--check-time-limit must be positive, got {self.check_time_limit}"
-        if self.fsync_delay < 0:
-            return f"--fsync-delay must be 0 or more, got {self.fsync_delay}"
         if not self.settle >= 0:
-            return f"settle must be 0 or more seconds, got {self.settle}"
+            return f"--settle must be 0 or more seconds, got {self.settle}"
         if not 0 < self.rate <= 100_000:
-            return f"rate must be a positive number of operations per second, got {self.rate}"
-        if self.clock_source not in CLOCK_SOURCES:
-            return f"--clock-source must be one of {', '.join(CLOCK_SOURCES)}, got {self.clock_source!r}"
-        if self.db not in DBS:
-            return f"--db {self.db}: unknown (known: {', '.join(DBS)})"
-        if self.etcd_read not in ETCD_READS:
-            return f"--etcd-read {self.etcd_read}: unknown (known: {', '.join(ETCD_READS)})"
-        if self.db == "etcd":
-            problem = self._etcd_problem()
-            if problem:
-                return problem
+            return f"--rate must be a positive number of operations per second, got {self.rate}"
+        kind = workloads.kind(self.workload)
+        problem = dbs.problem(
+            self.db,
+            self.backend,
+            kind.api,
+            self.nemeses,
+            self.bugs,
+            workload=self.workload,
+            options=self.db_options,
+        )
+        if problem:
+            return problem
+        problem = self._unreachable_bug()
+        if problem:
+            return problem
         if self.backend == "ssh" and not self.ssh_hosts:
             return "--backend ssh needs --ssh-hosts FILE"
         if self.backend not in ("sim", "ssh") and self.ssh_hosts:
             return "--ssh-hosts is only for --backend ssh"
         return None
 
-    def _etcd_problem(self) -> str | None:
-        """What `--db etcd` cannot do with these options: it is a real system, with a register API only."""
-        if self.backend not in ("docker", "netns", "local"):
-            return f"--db etcd runs on --backend docker, netns or local, not {self.backend}"
-        if self.workload != "register":
-            return f"--db etcd serves only the register workload, not --workload {self.workload}"
-        if self.bugs:
-            return "--bug: seeded bugs are our nodes' own; etcd has none (drop --bug or use --db kraftwerk)"
-        if self.lose_unsynced or self.fsync_delay:
-            return "--lose-unsynced and --fsync-delay are our nodes' disk models; etcd always fsyncs"
+    def _unreachable_bug(self) -> str | None:
+        """A seeded bug in a part of the system this test's workload never reaches (it could not fire: the run
+        would pass whatever the bug does), naming the workloads that reach it."""
+        parts = dbs.kind(self.db).bugs
+        reached = self.workload_options.exercises()
+        for bug in self.bugs:
+            part = parts[bug]
+            if part in reached:
+                continue
+            reaching = workloads.reaching(part)
+            return (
+                f"--bug {bug}: it lives in the {PART_NAMES.get(part, part)}, which --workload {self.workload}"
+                + (f" {' '.join(opts.to_argv(self.workload_options))}" if opts.to_argv(self.workload_options) else "")
+                + " never reaches, so it could not fire"
+                + (f"; it is reached by {' and by '.join(reaching)}" if reaching else "")
+            )
         return None
 
-    # -- building ----------------------------------------------------------------------------
-
-    @classmethod
-    def from_options(
-        cls, *, nemesis: str = "partition,kill,pause,clock", partition_kinds: str = "all", **options: Any
-    ) -> TestSpec:
-        """A spec from `kraftwerk test`'s option values (`nemesis` and `partition_kinds` as typed,
-        `bug` as a list); SpecError naming the first bad option, in the order the command checks them."""
-        known = {f.name for f in fields(cls)}
-        if "bug" in options:
-            options["bugs"] = options.pop("bug")
-        unknown = sorted(set(options) - known - {"nemeses"})
-        if unknown:
-            raise TypeError(f"TestSpec has no option(s) {', '.join(unknown)}")
-        try:
-            nemeses = parse_nemeses(nemesis)
-        except ValueError as e:
-            nemeses, bad_nemesis = [], f"--nemesis: {e}"
-        else:
-            bad_nemesis = None
-        try:
-            kinds = parse_partition_kinds(partition_kinds)
-        except ValueError as e:
-            kinds, bad_kinds = KINDS, f"--partition-kinds: {e}"
-        else:
-            bad_kinds = None
-        if options.get("seed") is None:  # a fresh seed (printed by the command, stored in test.json)
-            options["seed"] = random.SystemRandom().randrange(2**31)
-        spec = cls(**{**options, "nemeses": tuple(nemeses), "partition_kinds": tuple(kinds)})
-        if bad_nemesis or bad_kinds:  # the options checked before them are fine
-            raise SpecError(bad_nemesis or bad_kinds)
-        return spec
-
-    @classmethod
-    def from_args(cls, args: Any, **overrides: Any) -> TestSpec:
-        """A spec from a parsed `kraftwerk test` command line (an argparse namespace), plus overrides."""
-        names = {f.name for f in fields(cls)} | {"nemesis", "partition_kinds", "bug"}
-        options = {k: v for k, v in vars(args).items() if k in names and k not in ("nemeses", "partition_kinds")}
-        options["partition_kinds"] = getattr(args, "partition_kinds", "all")
-        options["name"] = options.get("name") or ""
-        return cls.from_options(**{**options, **overrides})
+    def _default_name(self) -> str:
+        """WORKLOAD-BACKEND, or WORKLOAD-DB-BACKEND for a DB other than the default one (our nodes)."""
+        return "-".join((self.workload, *(() if self.db == _default("db") else (self.db,)), self.backend))
 
     # -- using -------------------------------------------------------------------------------
 
@@ -245,157 +242,260 @@ class TestSpec:
         """The test's random stream `name` (harness.core.streams.STREAMS), optionally per part."""
         return stream(name, self.seed, *parts)
 
-    def workload_options(self) -> dict[str, Any]:
-        """The options its workload's class takes (workloads.registry.OPTIONS: acks, partitions, …)."""
-        from workloads import registry
-
-        return {k: getattr(self, k) for k in registry.OPTIONS if hasattr(self, k)}
-
     def make_workload(self, nodes: Sequence[str], timeout_s: float) -> Workload:
         """The test's workload for a cluster of `nodes` ("n1", …), on any runtime."""
-        from workloads import registry
+        return workloads.kind(self.workload).make(nodes, self.seed, self.workload_options, timeout_s)
 
-        return registry.make(self.workload, list(nodes), self.seed, timeout_s=timeout_s, **self.workload_options())
-
-    @property
-    def acks_value(self) -> int:
-        """--acks as the producer sends it (-1 for all)."""
-        return ACKS[self.acks]
+    def checking(self) -> Any:
+        """How this test's history is judged (`checkers.registry.Checking`), as its workload says."""
+        return self.workload_options.checking()
 
     @property
     def restricted_partition_kinds(self) -> tuple[str, ...]:
         """The partition kinds when the test chose some (or another order), () for the default."""
         return () if self.partition_kinds == KINDS else self.partition_kinds
 
+    def with_options(self, **changes: Any) -> TestSpec:
+        """The same test with some options changed, by field name: the TestSpec's own, its workload's (`acks`)
+        and its DB's (`fsync_delay`). A changed workload or DB starts from its own defaults. SpecError if the
+        result is not a test, or an option is none of these."""
+        mine = {f.name for f in fields(self)}
+        general = {k: v for k, v in changes.items() if k in mine}
+        rest = {k: v for k, v in changes.items() if k not in mine}
+        workload = general.get("workload", self.workload)
+        db = general.get("db", self.db)
+        kind = workloads.kind(workload)
+        try:
+            db_kind = dbs.kind(db)
+        except dbs.UnknownDB as e:
+            raise SpecError(str(e)) from None
+        for name, cls, base_value, same in (
+            ("workload_options", kind.options, self.workload_options, workload == self.workload),
+            ("db_options", db_kind.options, self.db_options, db == self.db),
+        ):
+            own = {k: rest.pop(k) for k in list(rest) if k in {f.name for f in fields(cls)}}
+            if name not in general:
+                base = base_value if same else cls()
+                general[name] = replace(base, **own) if own else base
+        if rest:
+            raise SpecError(
+                f"no option(s) {', '.join(sorted(rest))} for --workload {workload} --db {db} (options of another "
+                "workload or DB?)"
+            )
+        return replace(self, **general)
+
+    @classmethod
+    def of(cls, **options: Any) -> TestSpec:
+        """A spec from options by field name, the workload's and the DB's among them (`TestSpec.of(workload=
+        "queue", acks="1", fsync_delay=200)`): what a test or a benchmark writes. SpecError as the constructor's,
+        or naming an option that is not one of these."""
+        workload = workloads.kind(options.get("workload", _default("workload")))
+        try:
+            db = dbs.kind(options.get("db", _default("db")))
+        except dbs.UnknownDB as e:
+            raise SpecError(str(e)) from None
+        own = {f.name for f in fields(workload.options)}
+        db_own = {f.name for f in fields(db.options)}
+        mine = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - own - db_own - mine)
+        if unknown:
+            raise SpecError(f"no option(s) {', '.join(unknown)} for --workload {workload.name} --db {db.name}")
+        return cls(
+            **{k: v for k, v in options.items() if k in mine},
+            workload_options=workload.options(**{k: v for k, v in options.items() if k in own}),
+            db_options=db.options(**{k: v for k, v in options.items() if k in db_own}),
+        )
+
+    # -- the command line ----------------------------------------------------------------------
+
+    def to_argv(self) -> list[str]:
+        """The `kraftwerk test` options that run this exact test again (same seed, same options)."""
+        words = opts.to_argv(
+            self, only=lambda n: self._applies(n) and (n != "name" or self.name != self._default_name())
+        )
+        return words + opts.to_argv(self.workload_options) + opts.to_argv(self.db_options)
+
+    def reproduce(self) -> str:
+        """The command line that runs this exact test again."""
+        import shlex
+
+        return shlex.join(["kraftwerk", "test", *self.to_argv()])
+
+    @classmethod
+    def from_argv(cls, argv: Sequence[str]) -> TestSpec:
+        """The spec a `kraftwerk test` command line's options give (the inverse of `to_argv`)."""
+        parser = argparse.ArgumentParser(prog="kraftwerk test", add_help=False, exit_on_error=False)
+        add_arguments(parser)
+        try:
+            namespace = parser.parse_args(list(argv))
+        except argparse.ArgumentError as e:
+            raise SpecError(str(e)) from None
+        return from_args(namespace)
+
+    def _applies(self, name: str) -> bool:
+        """Whether an option (by field name) applies to this test: ssh options only on the ssh backend."""
+        if name.startswith("ssh_"):
+            return self.backend == "ssh"
+        return True
+
+    # -- configurations ------------------------------------------------------------------------
+
+    def config(self) -> dict[str, Any]:
+        """What makes two runs the same test (checkers.pipeline.config): every option but the seed, the name and
+        the checker budget, by test.json key; options at their default are left out (but the ones the reproduce
+        command always names), so runs stored before an option existed keep their configuration."""
+        out: dict[str, Any] = {}
+        for value in (self, self.workload_options, self.db_options):
+            for f, meta in opts.options_of(type(value)):
+                v = getattr(value, f.name)
+                if f.name in ("seed", "name", "check_time_limit") or (value is self and not self._applies(f.name)):
+                    continue
+                if meta.always or v != opts.default_of(f) or f.name in ("nemeses", "bugs"):
+                    out[meta.key] = list(v) if isinstance(v, tuple) else v
+        return out
+
     # -- test.json ---------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        """test.json's options (the command adds `argv`, `start-time` and what it ran)."""
-        kinds = self.restricted_partition_kinds
+        """test.json's options (a command adds `argv`, `start-time` and what it ran): every option that applies,
+        the workload's own ones beside the others."""
         return {
-            "name": self.name,
-            "workload": self.workload,
-            "backend": self.backend,
-            "nemesis": list(self.nemeses),
-            "nodes": self.nodes,
-            "concurrency": self.concurrency,
-            "time-limit": self.time_limit,
-            "interval": self.interval,
-            **({"partition-kinds": list(kinds)} if kinds else {}),
-            "seed": self.seed,
-            "bugs": list(self.bugs),
-            **({"lose-unsynced": True} if self.lose_unsynced else {}),
-            **({"fsync-delay-ms": self.fsync_delay} if self.fsync_delay else {}),
-            **(
-                {
-                    "acks": self.acks,
-                    "min-isr": self.min_isr,
-                    "replication-factor": self.replication_factor,
-                    "partitions": self.partitions,
-                    "unclean": self.unclean,
-                    "allow": list(self.allow),
-                    **({"sub-via": self.sub_via} if self.sub_via != "assign" else {}),
-                    **({"txn": True} if self.txn else {}),
-                }
-                if self.workload == "queue"
-                else {}
-            ),
-            **(
-                {
-                    "ssh-hosts": self.ssh_hosts,
-                    "ssh-user": self.ssh_user,
-                    "ssh-key": self.ssh_key,
-                    **({"ssh-known-hosts": self.ssh_known_hosts} if self.ssh_known_hosts else {}),
-                }
-                if self.backend == "ssh"
-                else {}
-            ),
-            "check-time-limit": self.check_time_limit,
-            **({"settle-seconds": self.settle} if self.settle else {}),
-            **({"rate": self.rate} if self.rate != 100.0 else {}),
-            "clock-source": self.clock_source,
-            **({"lease-reads": True} if self.lease_reads else {}),
-            **({"db": self.db, "etcd-read": self.etcd_read} if self.db != "kraftwerk" else {}),
+            **opts.to_json(self, only=self._applies),
+            **opts.to_json(self.workload_options),
+            self.db: opts.to_json(self.db_options),
         }
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> TestSpec:
         """The spec a test.json describes; SpecError naming the key if it is not one.
 
-        Keys a run adds (argv, start-time, replay, …) are ignored; missing options take their
-        defaults (older runs); `acks` may be the producer's number (-1, 1, 0) as explore wrote it.
+        Keys a run adds (argv, start-time, replay, …) are ignored; missing options take their defaults (runs
+        stored by older versions); `acks` may be the producer's number (-1, 1, 0) as older runs wrote it.
         """
         if not isinstance(doc, Mapping):
             raise SpecError("test.json: not a JSON object")
-        d = cls.__dataclass_fields__
-        out: dict[str, Any] = {}
-
-        def take(key: str, attr: str, convert: Any) -> None:
-            if key in doc and doc[key] is not None:
-                try:
-                    out[attr] = convert(doc[key])
-                except (TypeError, ValueError):
-                    raise SpecError(f"test.json: {key} {doc[key]!r} is not a valid value") from None
-
-        take("name", "name", str)
-        take("workload", "workload", str)
-        take("backend", "backend", str)
-        take("nemesis", "nemeses", _names)
-        take("partition-kinds", "partition_kinds", _names)
-        take("nodes", "nodes", _int)
-        take("concurrency", "concurrency", _int)
-        take("time-limit", "time_limit", float)
-        take("interval", "interval", float)
-        take("seed", "seed", _int)
-        take("bugs", "bugs", _names)
-        take("lose-unsynced", "lose_unsynced", _bool)
-        take("fsync-delay-ms", "fsync_delay", _int)
-        take("check-time-limit", "check_time_limit", float)
-        take("acks", "acks", _acks)
-        take("min-isr", "min_isr", _int)
-        take("replication-factor", "replication_factor", _int)
-        take("partitions", "partitions", _int)
-        take("unclean", "unclean", _bool)
-        take("allow", "allow", _names)
-        take("sub-via", "sub_via", str)
-        take("txn", "txn", _bool)
-        take("ssh-hosts", "ssh_hosts", str)
-        take("ssh-user", "ssh_user", str)
-        take("ssh-key", "ssh_key", str)
-        take("ssh-known-hosts", "ssh_known_hosts", str)
-        take("settle-seconds", "settle", float)
-        take("rate", "rate", float)
-        take("clock-source", "clock_source", str)
-        take("lease-reads", "lease_reads", _bool)
-        take("db", "db", str)
-        take("etcd-read", "etcd_read", str)
-        if "replication_factor" not in out and out.get("workload") == "queue":
-            out["replication_factor"] = min(d["replication_factor"].default, out.get("nodes", d["nodes"].default))
         try:
-            return cls(**out)
-        except SpecError as e:
+            values = opts.from_json(cls, doc)
+            workload = values.get("workload", cls.__dataclass_fields__["workload"].default)
+            kind = workloads.KINDS.get(workload)
+            if kind is None:
+                raise SpecError(f"test.json: unknown workload {workload!r} (known: {', '.join(workloads.NAMES)})")
+            own = opts.from_json(kind.options, doc)
+            # runs stored before the replication factor was stored used min(3, nodes)
+            if "replication_factor" in {f.name for f in fields(kind.options)} and "replication_factor" not in own:
+                own["replication_factor"] = min(3, values.get("nodes", cls.__dataclass_fields__["nodes"].default))
+            db = values.get("db", cls.__dataclass_fields__["db"].default)
+            try:
+                db_options = dbs.stored_options(db, doc)  # under the DB's name, or flat (runs stored before)
+            except dbs.UnknownDB as e:
+                raise SpecError(f"test.json: {e}") from None
+            return cls(**values, workload_options=kind.options(**own), db_options=db_options)
+        except OptionError as e:
             raise SpecError(f"test.json: {e}") from None
+        except SpecError as e:
+            raise SpecError(str(e) if str(e).startswith("test.json") else f"test.json: {e}") from None
 
 
-def _int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(value)
-    return value
+# -- the command line ------------------------------------------------------------------------------
 
 
-def _bool(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(value)
-    return value
+def add_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    defaults: bool = True,
+    title: str | None = None,
+    default_overrides: Mapping[str, Any] | None = None,
+) -> None:
+    """Every test option, as each command that takes test options has them: the test's own (in a group `title`
+    if given), then each workload's in a group of its own. defaults=False: an option not given is left out of
+    the namespace (replay and shrink replace only the stored options given); `default_overrides` gives some
+    options (by field name) another default for this command (explore's shorter runs)."""
+    groups: dict[str, Any] = {}
+    opts.add_arguments(
+        parser, TestSpec, defaults=defaults, groups=groups, title=title, default_overrides=default_overrides
+    )
+    for kind in workloads.KINDS.values():
+        opts.add_arguments(parser, kind.options, defaults=defaults, groups=groups, title=f"{kind.name} workload")
+    for name, cls in dbs.option_classes().items():
+        opts.add_arguments(parser, cls, defaults=defaults, groups=groups, title=f"--db {name}")
+    if defaults:
+        parser.set_defaults(seed=None)  # no --seed: a fresh one (from_args draws it; the command prints it)
 
 
-def _names(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
-        raise TypeError(value)
-    return tuple(value)
+def given(namespace: argparse.Namespace) -> dict[str, Any]:
+    """The test options a parsed command line holds, by field name (TestSpec's and the workloads' together)."""
+    out = opts.given(TestSpec, namespace)
+    for cls in _option_classes():
+        out.update(opts.given(cls, namespace))
+    return out
 
 
-def _acks(value: Any) -> str:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return {v: k for k, v in ACKS.items()}.get(value, str(value))
-    return str(value)
+def _option_classes() -> list[type]:
+    """Every workload's and every DB's options class."""
+    return [k.options for k in workloads.KINDS.values()] + list(dbs.option_classes().values())
+
+
+def from_args(namespace: argparse.Namespace, **overrides: Any) -> TestSpec:
+    """The spec a parsed command line (with `add_arguments(defaults=True)`) describes, plus overrides. An option
+    of another workload or DB than the test's, given a value other than its default, is refused (naming it)."""
+    values = {**given(namespace), **overrides}
+    if values.get("seed") is None:  # a fresh seed (the command prints it; test.json stores it)
+        values["seed"] = random.SystemRandom().randrange(2**31)
+    workload = values.get("workload", _default("workload"))
+    db = values.get("db", _default("db"))
+    kind = workloads.KINDS.get(workload)
+    if kind is None:
+        raise SpecError(f"--workload {workload}: unknown (known: {', '.join(workloads.NAMES)})")
+    if db not in dbs.MODULES:
+        raise SpecError(f"--db {db}: unknown (known: {', '.join(dbs.names())})")
+    chosen = {kind.options, dbs.kind(db).options}
+    own: dict[str, Any] = {}
+    for cls in _option_classes():
+        for f, meta in opts.options_of(cls):
+            if f.name not in values:
+                continue
+            if cls in chosen:
+                own[f.name] = values[f.name]
+            elif values[f.name] != opts.default_of(f) and f.name not in {g.name for c in chosen for g in fields(c)}:
+                raise SpecError(f"{meta.flag} is an option of {_owner_of(cls)}, not of --workload {workload} --db {db}")
+    taken = {f.name for cls in _option_classes() for f in fields(cls)}
+    general = {k: v for k, v in values.items() if k not in ("workload", "db") and k not in taken}
+    db_options = dbs.kind(db).options
+
+    def part(cls: type) -> dict[str, Any]:
+        return {k: v for k, v in own.items() if k in {f.name for f in fields(cls)}}
+
+    return TestSpec(
+        workload=workload,
+        db=db,
+        **general,
+        workload_options=kind.options(**part(kind.options)),
+        db_options=db_options(**part(db_options)),
+    )
+
+
+def _default(name: str) -> Any:
+    """The default of a TestSpec option (by field name)."""
+    return TestSpec.__dataclass_fields__[name].default
+
+
+def _owner_of(cls: type) -> str:
+    """The command-line words that choose the workload or DB whose options class `cls` is."""
+    for kind in workloads.KINDS.values():
+        if kind.options is cls:
+            return f"--workload {kind.name}"
+    for name, options in dbs.option_classes().items():
+        if options is cls:
+            return f"--db {name}"
+    return cls.__name__
+
+
+def config_label(test: Mapping[str, Any]) -> str:
+    """The configuration label of a stored run's test.json (checkers.pipeline.config.config_label over
+    `TestSpec.config()`); a test.json that is no test here is labelled from its keys as they are."""
+    from checkers.pipeline.config import config_label as label
+
+    try:
+        return label(TestSpec.from_json(test).config())
+    except SpecError:
+        return label(test)

@@ -1,1 +1,2 @@
-"""Systems under test: the DB protocol (`harness.db.protocol`) and its adapters (`harness.db.nodes`: our nodes)."""
+"""Systems under test: the DB protocol (`protocol`), the registry of DBs (`registry`), their shared scaffolding
+(`base`), and the DBs: our nodes (`kraftwerk`, `nodes`) and etcd (`etcd`)."""

@@ -16,21 +16,19 @@ range (`serializable` when `--etcd-read serializable`: answered from the member'
 which etcd documents may be stale), a write a put, a cas a txn comparing the key's value. No
 gRPC stack is needed (see `harness.db.etcd_http`).
 
-Leader safety: from `start_all` until `collect`, one thread per member polls its raft status
-(`GET /debug/vars`, the `raft.status` entry: id, term, vote, lead, raftState in one consistent
-snapshot taken by the raft goroutine) and records each change as a `state` event in docs/formats.md "Node events"
-format (epoch = raft term, leader and voted_for as host names), so the epochs checker can report
-two leaders in one term or two votes in one term. `/v3/maintenance/status` is not used for this:
-its `raftTerm` is the term of the last *applied* entry and its `leader` is read separately, so a
-new leader reports itself in the previous term until its first entry applies, which would look
-like two leaders in one term.
+Leader safety: the probe of `harness.db.base.ProbedDB` is each member's raft status (`GET /debug/vars`,
+the `raft.status` entry: id, term, vote, lead, raftState in one consistent snapshot taken by the raft
+goroutine), read as (epoch = raft term, role, leader and voted_for as host names); its status poller
+records each change as a `state` event (docs/formats.md "Node events"), so the epochs checker can
+report two leaders in one term or two votes in one term, and leaders and readiness come from the same
+probe. `/v3/maintenance/status` is not used for this: its `raftTerm` is the term of the last *applied*
+entry and its `leader` is read separately, so a new leader reports itself in the previous term until
+its first entry applies, which would look like two leaders in one term.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import contextlib
 import email.utils
 import json
 import shlex
@@ -38,27 +36,27 @@ import shutil
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.db.daemons import PidfileDaemons
+from harness.db.base import POLL_INTERVAL, ProbedDB, Status
 from harness.db.etcd_http import HttpConnection, NotSent, get_json
-from harness.db.nodes import merge_events
-from harness.db.protocol import ClusterNotReady, EnvSource
+from harness.db.protocol import EnvSource
+from harness.db.registry import DBContext, DBKind
 from harness.real.backends.base import Host
 from harness.real.control.base import ControlError, DaemonSpec
 from harness.real.faults import clocktrace
 from harness.real.faults.common import on_hosts
+from workloads.options import option
 from workloads.protocol import Answer, Failure, Reply, Request
 from workloads.register import KvReply, KvRequest
 
-__all__ = ["CLIENT_PORT", "PEER_PORT", "READS", "EtcdDB", "EtcdTransport", "role_of", "why_not"]
+__all__ = ["CLIENT_PORT", "KIND", "PEER_PORT", "READS", "EtcdDB", "EtcdOptions", "EtcdTransport", "role_of", "why_not"]
 
 PEER_PORT = 2380
 CLIENT_PORT = 2379
 READS = ("linearizable", "serializable")
-POLL_INTERVAL = 0.1  # seconds between two raft-status polls of one member
 ROLES = {
     "StateLeader": "leader",
     "StateCandidate": "candidate",
@@ -85,6 +83,49 @@ def why_not(backend: str, nemeses: Sequence[str] = ()) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class EtcdOptions:
+    """etcd's own options (`{"etcd": {...}}` in test.json)."""
+
+    read: str = option(
+        "linearizable",
+        "--etcd-read",
+        "register reads as linearizable ranges (read index) or serializable ones (any member's "
+        "local state, which etcd documents may be stale)",
+        choices=READS,
+    )
+
+    def problem(self) -> str | None:
+        if self.read not in READS:
+            return f"--etcd-read {self.read}: unknown (known: {', '.join(READS)})"
+        return None
+
+
+def build(ctx: DBContext) -> EtcdDB:
+    """etcd on the run's hosts; members under clocktrace when the run has clock faults."""
+    return EtcdDB(
+        ctx.hosts,
+        token=f"kraftwerk-{ctx.cluster_id}",
+        ports=ctx.ports,
+        listen_any=ctx.listen_any,
+        read=ctx.options.read,
+        clock="clock" in ctx.nemeses,
+    )
+
+
+KIND = DBKind(
+    name="etcd",
+    summary="etcd (Debian's etcd-server 3.4): register workload, on docker, netns or local",
+    options=EtcdOptions,
+    backends=("docker", "netns", "local"),
+    apis=("kv",),
+    nemeses=("partition", "kill", "pause", "clock", "packet"),  # disk faults damage our nodes' log format only
+    ports=2,  # (peer, client)
+    why_not=why_not,
+    factory=build,
+)
+
+
 def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
@@ -93,17 +134,17 @@ def _value(raw: str | None) -> Any:
     return None if raw is None else json.loads(base64.b64decode(raw))
 
 
-class EtcdDB(PidfileDaemons):
+class EtcdDB(ProbedDB):
     """An etcd cluster on a set of hosts (named n<id>), as a harness.db.protocol.DB."""
 
-    api = "kv"  # the client API it serves (the register workload)
+    label = "etcd"
 
     def __init__(
         self,
         hosts: Sequence[Host],
         *,
         token: str = "kraftwerk",
-        ports: Mapping[str, tuple[int, int]] | None = None,
+        ports: Mapping[str, tuple[int, ...]] | None = None,
         listen_any: bool = True,
         env: EnvSource | None = None,
         read: str = "linearizable",
@@ -112,25 +153,16 @@ class EtcdDB(PidfileDaemons):
     ) -> None:
         if read not in READS:
             raise ValueError(f"--etcd-read must be one of {', '.join(READS)}, got {read!r}")
-        self.hosts = list(hosts)
-        self.by_name = {h.name: h for h in self.hosts}
+        super().__init__(hosts, env=env, poll_interval=poll_interval)
         self.token = token
         self.ports = dict(ports or {})  # {host: (peer port, client port)} (the local backend's free ports)
         self.listen_any = listen_any
-        self.env = env
         self.read = read
-        self.poll_interval = poll_interval
         self.clock = clock  # clock faults in the test: members run under clocktrace
-        self.partition_logs: dict[str, dict[str, list[dict[str, Any]]]] = {}
         self.binary: dict[str, str] = {}
         self.ids: dict[str, str] = {}  # raft member id (hex) → host name, learnt from each member's own status
-        self.events: dict[str, list[dict[str, Any]]] = {h.name: [] for h in self.hosts}
-        self.polls: dict[str, int] = {h.name: 0 for h in self.hosts}
         # (lowest, highest) wall-clock skew each member showed, from the Date header of its status answers
         self.skews: dict[str, tuple[float, float]] = {}
-        self._t0 = time.monotonic_ns()
-        self._stop = threading.Event()
-        self._pollers: list[threading.Thread] = []
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ layout
@@ -189,7 +221,6 @@ class EtcdDB(PidfileDaemons):
         """{path on the host: name under nodes/<node>/ in the run directory}."""
         return {self.logfile(h): "etcd.log"}
 
-    # ------------------------------------------------------------------ life cycle
     def setup(self) -> None:
         """Find etcd on every host and make its working directory (etcd creates its data directory); with clock
         faults, copy clocktrace there too."""
@@ -205,33 +236,12 @@ class EtcdDB(PidfileDaemons):
         if self.clock:
             clocktrace.install(self.hosts)
 
-    install = setup
-
-    def teardown(self) -> None:
-        self.stop_all()
-
-    def start_all(self) -> None:
-        on_hosts(self.hosts, lambda h: h.control.start_daemon(self.spec(h)))
-        self._start_polling()
-
-    def stop_all(self, timeout: float = 10.0) -> None:
-        self._stop_polling()
-        on_hosts(self.hosts, lambda h: h.control.stop_daemon(self.pidfile(h), timeout=timeout))
-
-    def __enter__(self) -> EtcdDB:
-        self.start_all()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        with contextlib.suppress(Exception):  # the backend's teardown removes what is left
-            self.stop_all(timeout=5.0)
-
     def transport(self, seed: int) -> EtcdTransport:
         """The workloads' transport to this cluster (harness.real's Interpreter)."""
         return EtcdTransport(self.endpoints(), self.read)
 
-    # ------------------------------------------------------------------ raft status
-    def status_now(self, name: str, timeout: float = 0.5) -> dict[str, Any] | None:
+    # ------------------------------------------------------------------ raft status (ProbedDB's probe)
+    def raft_status(self, name: str, timeout: float = 0.5) -> dict[str, Any] | None:
         """One member's raft status (id, term, vote, lead, raftState) or None if it does not answer."""
         host, port = self.endpoints()[name]
         headers: dict[str, str] = {}
@@ -255,138 +265,35 @@ class EtcdDB(PidfileDaemons):
         """The host name of a raft member id (hex), None for none (0) or one not seen yet."""
         return None if member in (None, "0", 0) else self.ids.get(str(member))
 
-    def statuses_now(self, names: Sequence[str] | None = None, timeout: float = 0.5) -> dict[str, dict | None]:
-        names = list(names) if names is not None else [h.name for h in self.hosts]
-        with ThreadPoolExecutor(max_workers=max(1, len(names)), thread_name_prefix="etcd-status") as pool:
-            return dict(zip(names, pool.map(lambda n: self.status_now(n, timeout), names)))
+    def status_of(self, raft: Mapping[str, Any]) -> Status:
+        """A raft status as the harness reads it (epoch = raft term; leader and vote as host names)."""
+        return Status(
+            int(raft["term"]),
+            role_of(str(raft.get("raftState"))),
+            self.name_of(raft.get("lead")),
+            self.name_of(raft.get("vote")),
+        )
 
-    def leader_of(self, statuses: Mapping[str, dict | None]) -> str | None:
-        """The member that says it leads, in the highest term."""
-        best: tuple[int, str | None] = (-1, None)
-        for name, s in statuses.items():
-            if s and s.get("raftState") == "StateLeader" and int(s.get("term", -1)) > best[0]:
-                best = (int(s["term"]), name)
-        return best[1]
+    def probe(self, name: str, timeout: float = 0.5) -> Status | None:
+        raft = self.raft_status(name, timeout)
+        return None if raft is None else self.status_of(raft)
 
-    async def _statuses(self, names: Sequence[str] | None = None, timeout: float = 0.5) -> dict[str, dict | None]:
-        return await asyncio.get_running_loop().run_in_executor(None, self.statuses_now, names, timeout)
-
-    async def leader(self, timeout: float = 1.0) -> str | None:
-        return self.leader_of(await self._statuses(timeout=min(timeout, 0.5)))
-
-    def healthy(self, statuses: Mapping[str, dict | None]) -> str | None:
-        """The leader if every member answers and follows it in its term, else None."""
-        leader = self.leader_of(statuses)
-        if leader is None or any(s is None for s in statuses.values()):
-            return None
-        term = int(statuses[leader]["term"])  # type: ignore[index]
-        for s in statuses.values():
-            if s is None or int(s.get("term", -1)) != term or self.name_of(s.get("lead")) != leader:
-                return None
-        return leader
-
-    async def wait_ready(self, timeout: float, names: Sequence[str] | None = None) -> tuple[str, float]:
-        started = time.monotonic()
-        statuses: dict[str, dict | None] = {}
-        while time.monotonic() - started < timeout:
-            statuses = await self._statuses(names)
-            leader = self.healthy(statuses)
-            if leader is not None:
-                return leader, time.monotonic() - started
-            await asyncio.sleep(0.1)
-        summary = {
-            n: None if s is None else {"state": s.get("raftState"), "term": s.get("term"), "lead": s.get("lead")}
-            for n, s in statuses.items()
-        }
-        raise ClusterNotReady(f"etcd: no leader known to every member within {timeout:g}s: {summary}")
-
-    async def wait_serving(self, names: Sequence[str], timeout: float = 10.0) -> bool:
-        """Wait until each of `names` answers and knows a leader; False if some did not within `timeout`."""
-        deadline = time.monotonic() + timeout
-        pending = list(names)
-        while pending and time.monotonic() < deadline:
-            statuses = await self._statuses(pending, 0.25)
-            pending = [n for n, s in statuses.items() if s is None or s.get("lead") in (None, "0", 0)]
-            if pending:
-                await asyncio.sleep(0.05)
-        return not pending
-
-    # ------------------------------------------------------------------ the status poller
-    def _start_polling(self) -> None:
-        self._stop.clear()
-        self._pollers = [
-            threading.Thread(target=self._poll, args=(h.name,), name=f"etcd-poll-{h.name}", daemon=True)
-            for h in self.hosts
-        ]
-        for t in self._pollers:
-            t.start()
-
-    def _stop_polling(self) -> None:
-        self._stop.set()
-        for t in self._pollers:
-            t.join(timeout=5.0)
-        self._pollers = []
-
-    def event_of(self, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
-        """A `state` event (docs/formats.md "Node events") from one raft status of member `name` (time filled in by
-        the poller)."""
-        ev: dict[str, Any] = {
-            "node": name,
-            "type": "state",
-            "epoch": int(status["term"]),
-            "role": role_of(str(status.get("raftState"))),
-        }
-        leader, vote = self.name_of(status.get("lead")), self.name_of(status.get("vote"))
-        if leader is not None:
-            ev["leader"] = leader
-        if vote is not None:
-            ev["voted_for"] = vote
-        return ev
-
-    def _poll(self, name: str) -> None:
-        last: tuple[Any, ...] | None = None
-        while not self._stop.is_set():
-            began = time.monotonic()
-            status = self.status_now(name, timeout=max(self.poll_interval * 4, 0.3))
-            if status is not None:
-                self.polls[name] += 1
-                ev = self.event_of(name, status)
-                key = tuple(ev.get(k) for k in ("epoch", "role", "leader", "voted_for"))
-                if key != last:
-                    last = key
-                    ev["time"] = time.monotonic_ns() - self._t0
-                    self.events[name].append(ev)
-            self._stop.wait(max(0.0, self.poll_interval - (time.monotonic() - began)))
-
-    # ------------------------------------------------------------------ collection
-    def collect(self, run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]], dict[str, Any]]:
-        """Stop the members, then write nodes/<node>/{etcd.log,events.jsonl}: (polled state events, no log
-        dumps, notes). A member whose log shows a Go panic is noted under "fatal"; with clock faults, the lowest
-        and highest wall-clock skew each member's answers showed under "clock-skew-s" (etcd's clock minus this
-        machine's, from the HTTP Date header: whole seconds, so -1 to 0 for a true clock)."""
-        notes: dict[str, Any] = {"missing": [], "fatal": {}, "status-polls": dict(self.polls)}
+    # ------------------------------------------------------------------ collection (ProbedDB.collect)
+    # collect stops the members, then writes nodes/<node>/{etcd.log,events.jsonl}: (polled state events, no
+    # log dumps, notes). A member whose log shows a Go panic is noted under "fatal"; with clock faults, the
+    # lowest and highest wall-clock skew each member's answers showed under "clock-skew-s" (etcd's clock
+    # minus this machine's, from the HTTP Date header: whole seconds, so -1 to 0 for a true clock).
+    def collect_notes(self) -> dict[str, Any]:
+        notes = super().collect_notes()
         if self.clock:
             notes["clock-skew-s"] = {n: [round(lo, 1), round(hi, 1)] for n, (lo, hi) in sorted(self.skews.items())}
-        self.stop_all()
+        return notes
 
-        def fetch(h: Host) -> None:
-            out = run_dir / "nodes" / h.name
-            out.mkdir(parents=True, exist_ok=True)
-            for remote, local in self.log_files(h).items():
-                try:
-                    (out / local).write_bytes(h.control.get_file(remote))
-                except ControlError:
-                    notes["missing"].append(f"{h.name}:{local}")
-            text = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in self.events[h.name])
-            (out / "events.jsonl").write_text(text, encoding="utf-8")
-            log = out / "etcd.log"
-            if log.exists():
-                panics = [ln[:300] for ln in log.read_text(errors="replace").splitlines() if _panic(ln)]
-                if panics:
-                    notes["fatal"][h.name] = panics[:3]
-
-        on_hosts(self.hosts, fetch)
-        return merge_events([self.events[h.name] for h in self.hosts]), {}, notes
+    def fatal(self, h: Host, out: Path) -> list[str]:
+        log = out / "etcd.log"
+        if not log.exists():
+            return []
+        return [ln[:300] for ln in log.read_text(errors="replace").splitlines() if _panic(ln)][:3]
 
 
 def _skew(date: str | None, now: float) -> float | None:

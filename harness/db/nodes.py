@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import heapq
 import json
 import shlex
 import socket
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import nodes
-from harness.db.daemons import PidfileDaemons
+from harness.db.base import DaemonDB, merge_events
 from harness.db.nodes_transport import NodesTransport
 from harness.db.protocol import ClusterNotReady, EnvSource
 from harness.real.backends.base import Host
@@ -202,7 +201,7 @@ class PartitionLeaderError(LookupError):
         self.bad_input = bad_input
 
 
-class NodeDB(PidfileDaemons):
+class NodeDB(DaemonDB):
     """Our nodes as a DB (harness.db.protocol.DB): configure, start, watch, stop and collect the node
     processes of a set of hosts (named n<id>)."""
 
@@ -212,14 +211,13 @@ class NodeDB(PidfileDaemons):
         *,
         bugs: Sequence[str] = (),
         seed: int = 0,
-        ports: Mapping[str, tuple[int, int]] | None = None,
+        ports: Mapping[str, tuple[int, ...]] | None = None,
         listen_any: bool = True,
         env: EnvSource | None = None,
         properties: Mapping[str, str] | None = None,
         broker: bool = False,
     ) -> None:
-        self.hosts = list(hosts)
-        self.by_name = {h.name: h for h in self.hosts}
+        super().__init__(hosts, env=env)
         for h in self.hosts:
             if not h.name.startswith("n") or not h.name[1:].isdigit():
                 raise ValueError(f"node hosts must be named n<id>, not {h.name!r}")
@@ -227,11 +225,8 @@ class NodeDB(PidfileDaemons):
         self.seed = seed
         self.ports = dict(ports or {})
         self.listen_any = listen_any
-        self.env = env
         self.extra = dict(properties or {})
-        self.broker = broker
-        self.partition_logs: dict[str, dict[str, list[dict[str, Any]]]] = {}  # filled by collect (broker)
-        self._started = False
+        self.broker = broker  # partition_logs: filled by collect (broker)
 
     # ------------------------------------------------------------------ layout
     @staticmethod
@@ -314,10 +309,6 @@ class NodeDB(PidfileDaemons):
         """Write every node's node.properties (and data directory)."""
         self.install()
 
-    def teardown(self) -> None:
-        """Stop every node that still runs (files stay)."""
-        self.stop_all()
-
     def install(self) -> None:
         """Write every node's node.properties (and data directory)."""
 
@@ -331,10 +322,6 @@ class NodeDB(PidfileDaemons):
             )
 
         on_hosts(self.hosts, write)
-
-    def start_all(self) -> None:
-        self._started = True
-        on_hosts(self.hosts, lambda h: h.control.start_daemon(self.spec(h)))
 
     def signal(self, name: str, sig: int) -> int | None:
         h = self.by_name[name]
@@ -376,21 +363,6 @@ class NodeDB(PidfileDaemons):
         except ControlError:
             return []
         return _parse_lines(text)[0]
-
-    def stop_all(self, timeout: float = 10.0) -> None:
-        """Graceful stop (SIGCONT + SIGTERM, SIGKILL after `timeout`) of every node still running."""
-        on_hosts(self.hosts, lambda h: h.control.stop_daemon(self.pidfile(h), timeout=timeout))
-        self._started = False
-
-    def __enter__(self) -> NodeDB:
-        """Start every node (call `install` first)."""
-        self.start_all()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._started:
-            with contextlib.suppress(Exception):
-                self.stop_all(timeout=5.0)
 
     # ------------------------------------------------------------------ status
     async def describe(self, name: str, timeout: float = 1.0) -> dict[str, Any] | None:
@@ -551,49 +523,40 @@ class NodeDB(PidfileDaemons):
             raise PartitionLeaderError(f"{topic}:{partition} has no leader right now")
         return f"n{best[0]}"
 
-    # ------------------------------------------------------------------ collection
-    def collect(self, run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]], dict[str, Any]]:
-        """Stop the nodes, then gather (merged events, committed-log dumps, notes) into run_dir.
+    # ------------------------------------------------------------------ collection (DaemonDB.collect)
+    # collect stops the nodes, then gathers (merged events, committed-log dumps, notes) into run_dir:
+    # nodes/<node>/{events.jsonl,node.log,node.out,node.properties}; with brokers, the partition dumps are kept
+    # in `partition_logs` (the store writes them and the log dumps: harness.store.runs.RunDir). `notes["fatal"]`
+    # names the nodes that stopped themselves on an illegal state, with the reason.
+    def collect_notes(self) -> dict[str, Any]:
+        return {"bad-event-lines": {}}
 
-        Writes nodes/<node>/{events.jsonl,node.log,node.out,node.properties} and logs/<node>.jsonl;
-        with brokers, also logs/partitions/<partition>/<node>.jsonl (kept in `partition_logs`).
-        `notes["fatal"]` names the nodes that stopped themselves on an illegal state, with the reason.
-        """
-        notes: dict[str, Any] = {"bad-event-lines": {}, "missing": [], "fatal": {}}
-        if self.broker:
-            self.partition_logs = self._dump_partitions(run_dir, notes)
-        self.stop_all()
+    def before_stop(self, run_dir: Path, notes: dict[str, Any]) -> None:
+        if self.broker:  # the store writes them, with the logs (harness.store.runs.RunDir)
+            self.partition_logs = self._dump_partitions(notes)
 
-        def fetch(h: Host) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
-            out = run_dir / "nodes" / h.name
-            out.mkdir(parents=True, exist_ok=True)
-            for remote, local in self.log_files(h).items():
-                try:
-                    (out / local).write_bytes(h.control.get_file(remote))
-                except ControlError:
-                    notes["missing"].append(f"{h.name}:{local}")
-            if (out / "node.log").exists():
-                text = (out / "node.log").read_text(errors="replace")
-                fatal = [line.split("stopping: fatal: ", 1)[1] for line in text.splitlines() if FATAL in line]
-                if fatal:
-                    notes["fatal"][h.name] = fatal
-            events, bad = _parse_jsonl(out / "events.jsonl")
-            if bad:
-                notes["bad-event-lines"][h.name] = bad
-            try:
-                return events, self.offline_dump(h.name)
-            except ControlError as e:
-                notes["missing"].append(f"{h.name}:dump-log ({e})")
-                return events, None
+    def fatal(self, h: Host, out: Path) -> list[str]:
+        if not (out / "node.log").exists():
+            return []
+        text = (out / "node.log").read_text(errors="replace")
+        return [line.split(FATAL, 1)[1] for line in text.splitlines() if FATAL in line]
 
-        fetched = on_hosts(self.hosts, fetch)
-        per_node = [fetched[h.name][0] for h in self.hosts]
-        logs = {h.name: fetched[h.name][1] for h in self.hosts if fetched[h.name][1] is not None}
-        return merge_events(per_node), logs, notes  # type: ignore[return-value]
+    def host_events(self, h: Host, out: Path, notes: dict[str, Any]) -> list[dict[str, Any]]:
+        events, bad = _parse_jsonl(out / "events.jsonl")
+        if bad:
+            notes["bad-event-lines"][h.name] = bad
+        return events
 
-    def _dump_partitions(self, run_dir: Path, notes: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
-        """Every answering broker's committed partition batches, {partition: {node: entries}}, also
-        written to logs/partitions/ (a node that does not answer is noted as missing)."""
+    def dump(self, h: Host, notes: dict[str, Any]) -> list[dict[str, Any]] | None:
+        try:
+            return self.offline_dump(h.name)
+        except ControlError as e:
+            notes["missing"].append(f"{h.name}:dump-log ({e})")
+            return None
+
+    def _dump_partitions(self, notes: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        """Every answering broker's committed partition batches, {partition: {node: entries}} (a node that does
+        not answer is noted as missing)."""
 
         async def one(name: str) -> dict[str, list[dict[str, Any]]] | None:
             host, port = self.endpoints()[name]
@@ -616,11 +579,6 @@ class NodeDB(PidfileDaemons):
         for h, dump in zip(self.hosts, dumps):
             for tp, entries in sorted((dump or {}).items()):
                 out.setdefault(tp, {})[h.name] = entries
-        for tp, per_node in out.items():
-            (run_dir / "logs" / "partitions" / tp).mkdir(parents=True, exist_ok=True)
-            for node, entries in per_node.items():
-                text = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries)
-                (run_dir / "logs" / "partitions" / tp / f"{node}.jsonl").write_text(text, encoding="utf-8")
         return out
 
 
@@ -646,11 +604,3 @@ def _parse_lines(text: str) -> tuple[list[dict[str, Any]], int]:
         else:
             bad += 1
     return rows, bad
-
-
-def merge_events(per_node: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """One stream of every node's events, roughly by time, never reordering one node's events."""
-    streams = [
-        [(e["time"] if isinstance(e.get("time"), int) else 0, i, e) for e in evs] for i, evs in enumerate(per_node)
-    ]
-    return [e for _, _, e in heapq.merge(*streams, key=lambda x: (x[0], x[1]))]

@@ -6,16 +6,22 @@ where its clients connect and which log files it leaves, and gathers what it wro
 directory. Backends, nemeses and workloads know only this protocol; `harness.db.nodes.NodeDB`
 (our KRaft-style nodes) is one implementation, a real system such as etcd is another.
 
-Life cycle, as the runner drives it::
+Life cycle, as the runner (`harness.real.run`) drives it::
 
+    db = registry.kind(name).factory(context)   # harness.db.registry: the DB of this run
+    db.env = …                          # the nemesis's and the backend's environment for every daemon
     db.setup()                          # configuration and data directories on every host
-    db.start_all()                      # every daemon (detached; pidfile per host)
-    leader, s = await db.wait_ready(t)  # a leader known to every node: raise ClusterNotReady otherwise
-    ...                                 # clients on db.endpoints(); faults: kill/start/pause/resume(name)
-    events, logs, notes = db.collect(run_dir)   # stops the daemons, then copies logs and dumps
+    with db:                            # start_all(): every daemon (detached; pidfile per host) … stop_all()
+        leader, s = await db.wait_ready(t)  # a leader known to every node: raise ClusterNotReady otherwise
+        ...                             # clients through db.transport(seed); faults: kill/start/pause/resume
+                                        # (name), "leader" targets from db.partition_leader(), restarted
+                                        # members awaited with db.wait_serving, disk faults in db.data_dir(h)
+        events, logs, notes = db.collect(run_dir)   # stops the daemons, then copies logs and dumps
     db.teardown()                       # stop whatever still runs
 
 `harness.db.etcd.EtcdDB` (etcd, `--db etcd`) is the second implementation: a system nobody here wrote.
+What is shared is written once in `harness.db.base`; what a DB can do (backends, workloads, faults, bugs,
+options) is declared in its registry entry (`harness.db.registry.DBKind`), not probed on the DB.
 
 Restarts done by a nemesis use `db.spec(host)` (the daemon's command line and environment), so a
 restarted daemon gets the same configuration, plus the nemesis's environment through `db.env`.
@@ -27,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from harness.core.runtime import NotReady
 from harness.real.backends.base import Host
 from harness.real.control.base import DaemonSpec
 
@@ -34,7 +41,7 @@ EnvSource = Callable[[Host], Mapping[str, str]]
 """Extra environment of a host's daemon (the clock nemesis's libfaketime, the local backend's bind address)."""
 
 
-class ClusterNotReady(RuntimeError):
+class ClusterNotReady(NotReady):
     """The DB did not elect a leader and answer within the time allowed."""
 
 
@@ -79,12 +86,22 @@ class DB(Protocol):
     def running(self) -> dict[str, bool]:
         """{host: is its daemon running}."""
 
+    def __enter__(self) -> DB:
+        """Start every daemon (`start_all`; call `setup` first)."""
+
+    def __exit__(self, *exc: object) -> None:
+        """Stop every daemon this started that still runs (errors suppressed: the backend removes the rest)."""
+
     # --- clients and leaders
     def endpoints(self) -> dict[str, tuple[str, int]]:
         """Where clients connect: {host: (address, port)}."""
 
     async def leader(self, timeout: float = 1.0) -> str | None:
-        """The host that leads now (None if none answers as leader): what a "leader" fault target means."""
+        """The host that leads now (None if none answers as leader)."""
+
+    async def partition_leader(self, timeout: float = 1.0) -> str | None:
+        """What a "leader" fault target means: for a DB with partitions (our brokers) the node leading the
+        most partitions, else `leader()`."""
 
     async def wait_ready(self, timeout: float, names: Sequence[str] | None = None) -> tuple[str, float]:
         """Wait until a leader is elected and every host (of `names`) answers and knows it; (leader, seconds).
@@ -98,6 +115,9 @@ class DB(Protocol):
         `call(Request)` answers `Reply(body)` or `Failure` (workloads.protocol); `seed` for any jitter."""
 
     # --- files
+    def data_dir(self, host: Host) -> str:
+        """The daemon's data directory on `host` (disk faults damage it)."""
+
     def log_files(self, host: Host) -> dict[str, str]:
         """Files this DB leaves on `host`: {path on the host: name under nodes/<host>/ in the run directory}."""
 

@@ -1,6 +1,7 @@
 """The real-cluster runtime: `kraftwerk test --backend docker|netns|local|ssh`.
 
-- `run`          one whole test on real hosts: hosts → DB → phases → collect → teardown → check
+- `run`          `RealRuntime`: hosts, DB and nemesis as the `Runtime` port over which `harness.core.run.run_test`
+                 runs a test's phases (hosts → DB → phases → collect → teardown), and `run_real`, one whole test
 - `interpreter`  drives a generator in real time with asyncio (client workers, the nemesis worker, the history)
 - `nemesis`      the nemesis interpreter over the real `Faults` (`faults/`), as the interpreter's nemesis handler
 - `faults/`      the real `Faults` port: partitions (iptables), processes, clocks (libfaketime, clocktrace),

@@ -15,10 +15,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from harness.nemesis.interpreter import Applied
-from harness.real.backends.base import Host
+from harness.real.backends.base import Host, PacketPart, PartitionPart
 from harness.real.faults import RealNemesis
 from harness.real.faults.common import parallel
-from harness.real.faults.net import PacketNemesis, PartitionNemesis, describe_grudge
+from harness.real.faults.net import describe_grudge
 from harness.real.faults.process import SpecSource
 
 __all__ = ["LeaderSource", "RunnerNemesis", "parallel"]
@@ -37,10 +37,10 @@ class RunnerNemesis(RealNemesis):
         *,
         leader: LeaderSource,
         rng: random.Random,
-        partition: PartitionNemesis | None = None,
+        partition: PartitionPart | None = None,
         serving: Callable[[Sequence[str]], Awaitable[object]] | None = None,
         data_dir: Callable[[Host], str] | None = None,
-        packet: PacketNemesis | None = None,
+        packet: PacketPart | None = None,
     ) -> None:
         super().__init__(
             hosts, daemons, rng=rng, packages=packages, partition=partition, data_dir=data_dir, packet=packet

@@ -82,7 +82,7 @@ class Store:
         return data
 
     def _scan(self) -> None:
-        from checkers.pipeline.config import config_label
+        from harness.core.spec import config_label
 
         runs: list[dict[str, Any]] = []
         reports: list[str] = []
@@ -256,7 +256,7 @@ def _verdict_word(v: Any) -> str:
 
 
 def _label() -> Any:
-    from checkers.pipeline.config import config_label
+    from harness.core.spec import config_label
 
     return config_label
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 SHOWN = 20
@@ -15,12 +16,23 @@ def _reason(result: dict[str, Any]) -> str:
         key = failure.get("key")
         where = f"key {key}: " if key is not None else ""
         return where + str(failure.get("summary", "not linearizable"))
-    types = result.get("bad-anomaly-types") or result.get("anomaly-types")
-    if types:
-        return "anomalies: " + ", ".join(map(str, types))
+    from checkers.registry import allowed_anomalies, bad_anomalies
+
+    words = []
+    bad, allowed = bad_anomalies(result), allowed_anomalies(result)
+    if bad:
+        words.append("anomalies: " + ", ".join(map(str, bad)))
+    if allowed:
+        words.append("allowed: " + ", ".join(map(str, allowed)))
+    never = (result.get("stats") or {}).get("never-ok")
+    if never:
+        words.append("never succeeded in the main phase: " + ", ".join(map(str, never)))
     if result.get("cause"):
-        return f"cause: {result['cause']}"
-    return ""
+        words.append(f"cause: {result['cause']}")
+    for name, part in result.items():
+        if isinstance(part, dict) and part.get("error") and name != "stats":
+            words.append(f"{name}: {part['error']}")
+    return "; ".join(words)
 
 
 def print_check_summary(results: list[dict[str, Any]]) -> None:
@@ -54,3 +66,49 @@ def print_check_summary(results: list[dict[str, Any]]) -> None:
     if len(results) > 1 or tally["valid"] == 0:
         parts = [f"{n} {k}" for k, n in tally.items() if n]
         console.print(f"{len(results)} file(s): " + ", ".join(parts))
+
+
+def print_verdict(results: dict[str, Any], run_dir: Path, reproduce: str) -> None:
+    """A judged run's verdict on stderr (the anomalies that fail it, those the test allows, why it is unknown),
+    where its results are, how to run it again; then its report.html (which never changes the verdict)."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from checkers.registry import allowed_anomalies, bad_anomalies
+
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    valid = results["valid"]
+    allowed = allowed_anomalies(results)
+    if valid is True:
+        console.print("[green]Everything looks good![/green]")
+    elif valid is False:
+        console.print(f"[bold red]Analysis invalid![/bold red] anomalies: {', '.join(bad_anomalies(results))}")
+        lin = results.get("linearizable", {})
+        queue = results.get("queue", {})
+        if queue.get("valid") is False:
+            bad = set(bad_anomalies(queue))
+            counts = {k: v.get("count") for k, v in queue.get("anomalies", {}).items() if k in bad}
+            console.print(f"  queue: {', '.join(f'{k} ×{n}' for k, n in counts.items())}")
+        if lin.get("valid") is False:
+            console.print(f"  linearizability: key {lin['failure'].get('key')}: {lin['failure'].get('summary')}")
+    else:
+        why = [
+            f"{name}: {part.get('error') or part.get('cause') or 'unknown'}"
+            for name, part in results.items()
+            if isinstance(part, dict) and part.get("valid") not in (True, False) and "valid" in part
+        ]
+        never = (results.get("stats") or {}).get("never-ok")
+        if never:
+            why = [w for w in why if not w.startswith("stats:")]
+            why.append(f"never succeeded in the main phase: {', '.join(never)} (the test tested nothing of it)")
+        console.print(f"[yellow]Unknown:[/yellow] no anomaly found, but {escape('; '.join(why) or 'no verdict')}")
+    if allowed:
+        console.print(f"  allowed by the test (not failing it): {', '.join(allowed)}")
+    console.print(f"results: {run_dir / 'results.json'}")
+    console.print(f"reproduce: {reproduce}")
+    try:  # report.html, plots and timelines (sim and real runs alike), after results.json
+        from harness.store.report import write_report
+
+        console.print(f"report: {escape(str(write_report(run_dir)))}")
+    except Exception as e:  # noqa: BLE001 - the report never changes the verdict or the exit code
+        console.print(f"[yellow]kraftwerk test: warning: could not write the report: {escape(str(e))}[/yellow]")

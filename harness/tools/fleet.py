@@ -82,7 +82,7 @@ def run_one(index: int, spec_doc: dict[str, Any], store: str, keep: str, batch: 
     if keep == "all" or checked.valid is False:
         run_dir = new_run(store, spec.name or f"{spec.workload}-sim")
         claim.write_text(str(run_dir), encoding="utf-8")
-        test = {**spec.to_json(), **checked.sim.workload_options, "argv": sys.argv[:1], "fleet-batch": batch}
+        test = {**spec.to_json(), "argv": sys.argv[:1], "fleet-batch": batch}
         store_run(run_dir, checked, test)
     row = RunRow(
         index=index,

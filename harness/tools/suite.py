@@ -105,11 +105,11 @@ class Suite:
 
 
 def _test_parser() -> argparse.ArgumentParser:
-    from harness.commands.parser import Parser
-    from harness.commands.test import add_arguments as add_test_arguments
+    from harness.core.argtypes import Parser
+    from harness.core.spec import add_arguments
 
     parser = Parser(prog="kraftwerk test", add_help=False)
-    add_test_arguments(parser)
+    add_arguments(parser)  # every test option, as `kraftwerk test` has them
     return parser
 
 
@@ -202,6 +202,8 @@ def _test_name(workload: str, backend: str, nemeses: list[str], opts: list[str],
         name = key.replace("_", "-")
         if name in MANAGED or name == "bug" or value == defaults.get(key):
             continue
+        if isinstance(value, tuple):
+            value = "+".join(value) or "none"
         parts.append(f"{name}={value:g}" if isinstance(value, float) else f"{name}={value}")
     if bugs:
         parts.append("+".join(bugs))
@@ -278,7 +280,8 @@ def load_suite(path: str | os.PathLike[str]) -> Suite:
             raise SuiteError(f"{where}: name must be a non-empty string without '/'")
         dims: list[tuple[str, list[list[str]]]] = []
         for key, flag in (("workloads", "--workload"), ("backends", "--backend"), ("nemeses", "--nemesis")):
-            values = _as_list(entry.get(key, [arg_defaults[flag[2:]]]))
+            default = arg_defaults[flag[2:]]  # a list option's default is its value (a tuple): as typed, it is text
+            values = _as_list(entry.get(key, [",".join(default) or "none" if isinstance(default, tuple) else default]))
             if not values or not all(isinstance(v, str) and v for v in values):
                 raise SuiteError(f"{where}: {key} must be a non-empty list of strings")
             dims.append((key, [[flag, v] for v in values]))
@@ -297,7 +300,7 @@ def load_suite(path: str | os.PathLike[str]) -> Suite:
                 spec = _test_spec(args)
             except SpecError as e:
                 raise SuiteError(f"{where}: {e}") from None
-            config = config_label({k: v for k, v in spec.to_json().items() if k != "name"})
+            config = config_label(spec.config())
             test_name = entry_name or _test_name(spec.workload, spec.backend, list(spec.nemeses), opts, arg_defaults)
             nemesis = ",".join(spec.nemeses) or "none"
             argv_norm = ["--workload", spec.workload, "--backend", spec.backend, "--nemesis", nemesis, *opts]
@@ -322,9 +325,14 @@ def load_suite(path: str | os.PathLike[str]) -> Suite:
 
 def _test_spec(args: argparse.Namespace) -> TestSpec:
     """The TestSpec `kraftwerk test` would run for these options (SpecError, naming the option, if none)."""
-    from harness.commands.test import build_spec
+    from harness.core.spec import from_args
+    from harness.real.run import runnable_problem
 
-    return build_spec(args)
+    spec = from_args(args)
+    problem = runnable_problem(spec)
+    if problem:
+        raise SpecError(problem)
+    return spec
 
 
 # -- running ---------------------------------------------------------------------------------------

@@ -21,9 +21,21 @@ def test_clean_run_is_valid_and_stored(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     run = (tmp_path / "latest").resolve()
     assert run.parent.name == "register-sim" and (tmp_path / "register-sim" / "latest").resolve() == run
-    for name in ("test.json", "history.jsonl", "events.jsonl", "results.json", "schedule.json"):
+    for name in ("test.json", "history.jsonl", "events.jsonl", "results.json", "schedule.json", "run.json"):
         assert (run / name).is_file(), name
     assert sorted(p.name for p in (run / "logs").iterdir()) == [f"n{i}.jsonl" for i in range(1, 6)]
+    assert sorted(p.name for p in (run / "nodes").iterdir()) == [f"n{i}" for i in range(1, 6)]
+    # run.json: the phases in the history's time base, the simulator's invariants
+    observed = json.loads((run / "run.json").read_text())
+    (start, end), heal, (final, last) = (
+        observed["phases"]["main"],
+        observed["phases"]["heal"],
+        observed["phases"]["final"],
+    )
+    assert 0 < start < end == heal < final <= last and end - start == 10 * 10**9 and final - heal >= 10 * 10**9
+    assert observed["invariants"]["valid"] is True and observed["node-fatal"] == []
+    times = [json.loads(line)["time"] for line in (run / "history.jsonl").read_text().splitlines()]
+    assert start <= times[0] and times[-1] <= last
     test = json.loads((run / "test.json").read_text())
     assert test["seed"] == 5 and test["nemesis"] == ["partition", "kill", "pause", "clock"]
     results = json.loads((run / "results.json").read_text())
@@ -68,12 +80,40 @@ def test_seeded_bug_is_invalid(tmp_path: Path) -> None:
         (["--workload", "queue", "--txn", "--sub-via", "subscribe"], "--txn works with --sub-via assign only"),
         (["--txn"], "--txn is an option of --workload queue"),
         (["--workload", "queue", "--txn", "--allow", "G2"], "--allow G2: not a transactional queue anomaly"),
+        (["--rate", "0"], "--rate must be a positive number"),
+        (["--db", "etcd"], "--db etcd runs on --backend docker, netns or local, not sim"),
+        (["--db", "etcd", "--backend", "docker", "--workload", "queue"], "--db etcd does not serve the 'kafka'"),
+        (["--etcd-read", "serializable"], "--etcd-read is an option of --db etcd"),
+        # a seeded bug the workload can never reach is refused, naming the workloads that reach it
+        (
+            ["--bug", "marker-partial"],
+            "--bug marker-partial: it lives in the transaction coordinator, which --workload register never reaches, "
+            "so it could not fire; it is reached by --workload queue --txn",
+        ),
+        (["--workload", "queue", "--bug", "stale-read"], "it is reached by --workload register"),
+        (
+            ["--workload", "queue", "--bug", "coordinator-no-reload"],
+            "it is reached by --workload queue --sub-via subscribe",
+        ),
     ],
 )
 def test_bad_options_exit_254(tmp_path: Path, args: list[str], message: str) -> None:
     r = kraftwerk("test", "--store", str(tmp_path), *args)
     assert r.returncode == 254
     assert message in r.stderr
+
+
+@pytest.mark.parametrize("verb", ["explore", "replay", "shrink"])
+def test_every_test_command_refuses_an_unreachable_bug(tmp_path: Path, verb: str) -> None:
+    """explore (which ran 16 attempts of it before), replay and shrink of a stored run refuse it alike."""
+    run = []
+    if verb != "explore":
+        assert kraftwerk("test", "--time-limit", "3", "--seed", "1", "--store", str(tmp_path), "-q").returncode == 0
+        run = [str((tmp_path / "latest").resolve())]
+    store = [] if verb == "shrink" else ["--store", str(tmp_path)]  # shrink writes RUN_DIR/minimal
+    r = kraftwerk(verb, *run, "--bug", "marker-partial", *store)
+    assert r.returncode == 254, r.stderr
+    assert "--bug marker-partial: it lives in the transaction coordinator" in r.stderr
 
 
 def test_queue_workload_safe_profile_is_valid(tmp_path: Path) -> None:
@@ -100,8 +140,9 @@ def test_restricted_options_are_recorded_and_in_the_reproduce_command() -> None:
     """Options that change what a real run does travel with it: test.json and the reproduce line
     carry --partition-kinds, --lose-unsynced and --fsync-delay only when they are not the default."""
     from harness.cli import build_parser
-    from harness.commands.test import describe, problem, reproduce_command
-    from harness.core.spec import TestSpec
+    from harness.commands.test import problem, reproduce_command
+    from harness.core.spec import TestSpec, from_args
+    from harness.store.runs import test_document as describe
 
     def parsed(*extra: str) -> Any:
         args = build_parser().parse_args(["test", "--backend", "netns", "--seed", "3", *extra])
@@ -109,19 +150,25 @@ def test_restricted_options_are_recorded_and_in_the_reproduce_command() -> None:
             None,
             "--backend netns needs root (network namespaces); use --backend docker or local",
         )
-        return TestSpec.from_args(args)
+        return from_args(args)
 
     plain = parsed()
-    assert not {"partition-kinds", "lose-unsynced", "fsync-delay-ms"} & set(describe(plain))
+    assert describe(plain)["kraftwerk"] == {
+        "lose-unsynced": False,
+        "fsync-delay-ms": 0,
+        "clock-source": "wall",
+        "lease-reads": False,
+    }
     line = reproduce_command(plain)
     assert "--partition-kinds" not in line and "--lose-unsynced" not in line and "--fsync-delay" not in line
 
     spec = parsed("--partition-kinds", "leader", "--lose-unsynced", "--fsync-delay", "250")
     test = describe(spec)
-    assert (test["partition-kinds"], test["lose-unsynced"], test["fsync-delay-ms"]) == (["leader"], True, 250)
+    assert test["partition-kinds"] == ["leader"]
+    assert (test["kraftwerk"]["lose-unsynced"], test["kraftwerk"]["fsync-delay-ms"]) == (True, 250)
     again = build_parser().parse_args(shlex.split(reproduce_command(spec))[1:])
-    assert (again.partition_kinds, again.lose_unsynced, again.fsync_delay) == ("leader", True, 250)
-    assert TestSpec.from_args(again) == spec and TestSpec.from_json(test) == spec
+    assert (again.partition_kinds, again.lose_unsynced, again.fsync_delay) == (("leader",), True, 250)
+    assert from_args(again) == spec and TestSpec.from_json(test) == spec
 
 
 def test_fsync_delay_slows_the_simulated_disk_and_replays_identically(tmp_path: Path) -> None:
@@ -135,7 +182,7 @@ def test_fsync_delay_slows_the_simulated_disk_and_replays_identically(tmp_path: 
         run = (store / "latest").resolve()
         schedule = json.loads((run / "schedule.json").read_text())
         test = json.loads((run / "test.json").read_text())
-        assert schedule.get("fsync-delay-ms", 0) == test.get("fsync-delay-ms", 0) == int(delay)
+        assert schedule["test"]["kraftwerk"]["fsync-delay-ms"] == test["kraftwerk"]["fsync-delay-ms"] == int(delay)
         digests[delay] = json.loads((run / "results.json").read_text())["run"]["history-sha256"]
         again = kraftwerk("replay", str(run))
         assert again.returncode == 0 and "identical to the stored run" in again.stderr, again.stderr
@@ -151,7 +198,7 @@ def test_clock_source_is_recorded_and_replayed(tmp_path: Path) -> None:
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     run = (tmp_path / "latest").resolve()
-    assert json.loads((run / "test.json").read_text())["clock-source"] == "monotonic"
-    assert json.loads((run / "schedule.json").read_text())["clock-source"] == "monotonic"
+    assert json.loads((run / "test.json").read_text())["kraftwerk"]["clock-source"] == "monotonic"
+    assert json.loads((run / "schedule.json").read_text())["test"]["kraftwerk"]["clock-source"] == "monotonic"
     assert "--clock-source monotonic" in json.loads((run / "results.json").read_text())["run"]["reproduce"]
     assert kraftwerk("replay", str(run)).returncode == 0

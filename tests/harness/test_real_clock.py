@@ -121,7 +121,7 @@ def test_clock_only_run_on_wall_timers_sees_elections_and_stays_valid(tmp_path: 
     assert r.returncode == 0, r.stderr[-3000:]
     run = realtest.latest(tmp_path)
     test = json.loads((run / "test.json").read_text())
-    assert test["clock-source"] == "wall" and test["nemesis"] == ["clock"]
+    assert test["kraftwerk"]["clock-source"] == "wall" and test["nemesis"] == ["clock"]
     events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines() if line.strip()]
     leaders = {e["epoch"] for e in events if e["type"] == "state" and e["role"] == "leader"}
     assert len(leaders) >= 2, leaders  # the only faults were clock faults

@@ -134,7 +134,7 @@ def test_suite_mixes_etcd_and_our_nodes(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     tests = {p.parent.parent.name: json.loads(p.read_text()) for p in (tmp_path / "s").glob("*/2*/test.json")}
-    assert tests["etcd"]["db"] == "etcd" and "db" not in tests["ours"]
+    assert tests["etcd"]["db"] == "etcd" and tests["ours"]["db"] == "kraftwerk"
     for name in ("etcd", "ours"):
         res = json.loads(next((tmp_path / "s" / name).glob("2*/results.json")).read_text())
         assert res["valid"] is True and res["stats"]["ok"] > 20

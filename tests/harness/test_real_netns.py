@@ -65,6 +65,6 @@ def test_restart_as_leader_is_caught_on_a_slow_disk_that_loses_unsynced_writes(t
             res = realtest.results(realtest.latest(store))
             assert res["valid"] is False
             test = json.loads((realtest.latest(store) / "test.json").read_text())
-            assert test["fsync-delay-ms"] == 200 and test["lose-unsynced"] is True
+            assert test["kraftwerk"]["fsync-delay-ms"] == 200 and test["kraftwerk"]["lose-unsynced"] is True
             return
     raise AssertionError(f"restart-as-leader not caught in {len(codes)} runs: exit codes {codes}")

@@ -16,8 +16,9 @@ import pytest
 from checkers.errors import InputError
 from harness.cli import main
 from harness.core.recorder import Recorder
+from harness.core.spec import TestSpec
 from harness.real.interpreter import Applied, Completion, Interpreter, monotonic_clock
-from harness.tools.replay_real import Plan, load_plan, ready_point, rename, renaming, replay_generator, reproduced
+from harness.tools.replay_plan import Plan, load_plan, ready_point, rename, renaming, replay_generator, reproduced
 from tests.harness.real import realtest
 
 MS = 1_000_000
@@ -82,7 +83,7 @@ def test_sim_plan_shifts_times_to_the_ready_cluster_and_drops_what_the_simulator
         (2_300 * MS, "bump-clock"),
     ]
     assert [(o["at"], o["client"], o["node"]) for o in plan.ops] == [(300 * MS, 1, "n2"), (800 * MS, 0, "n1")]
-    assert plan.nemeses == ["clock", "kill", "partition"] and plan.bugs == ["stale-read"]
+    assert plan.nemeses == ["clock", "kill", "partition"] and plan.bugs == ("stale-read",)
     target, mapped = plan.target()
     assert target == {"epoch-regression", "double-vote", "node-fatal"} and mapped
     assert any("shifted back by 1.700 s" in n for n in plan.notes)
@@ -127,7 +128,7 @@ def test_real_plan_keeps_times_and_the_tests_nemeses(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"workload": "kv"}, "supports register and queue"),
+        ({"workload": "kv"}, "unknown workload 'kv'"),
         ({"ops": [{"at": 0, "client": 2, "f": "read", "key": "r", "value": None, "node": "n1"}]}, "concurrency is 2"),
         ({"ops": [{"at": 0, "client": 0, "f": "read", "key": "r", "value": None, "node": "n9"}]}, "node 'n9'"),
         ({"nemesis": [{"at": 0, "f": "strobe-clock", "value": None}]}, "'strobe-clock' cannot be replayed"),
@@ -145,7 +146,17 @@ def test_ready_point_needs_every_node_to_agree() -> None:
 
 
 def plan_of(nodes: int = 3, leader: str | None = "n1", **kw: Any) -> Plan:
-    return Plan(Path("."), "sim", "register", 0, nodes, 1, 1.0, [], [], [], [], leader=leader, **kw)
+    return Plan(
+        Path("."),
+        "sim",
+        TestSpec(workload="register", seed=0, nodes=nodes, concurrency=1),
+        1.0,
+        [],
+        [],
+        [],
+        leader=leader,
+        **kw,
+    )
 
 
 def test_register_renaming_swaps_the_stored_leader_with_the_fresh_one() -> None:
@@ -203,7 +214,9 @@ def test_generator_drives_each_op_at_its_time_on_its_slot_and_node(tmp_path: Pat
         {"at": 120 * MS, "package": "kill", "f": "kill", "value": ["n1"]},
         {"at": 300 * MS, "package": "kill", "f": "start", "value": None},
     ]
-    plan = Plan(Path("."), "sim", "register", 1, 3, 2, 0.8, [], ["kill"], events, ops)
+    plan = Plan(
+        Path("."), "sim", TestSpec(workload="register", seed=1, nodes=3, concurrency=2), 0.8, ["kill"], events, ops
+    )
     seen: list[tuple[Any, ...]] = []
     applied: list[tuple[str, Any, int]] = []
     clock = monotonic_clock()
@@ -252,7 +265,9 @@ def test_a_simulated_runs_heal_comes_at_the_limit_with_operations_in_flight(tmp_
     ops = [{"at": 650 * MS, "client": 0, "f": "write", "key": "r1", "value": "slow", "node": "n1"}]
     # the clock package's leader fault: a partition, healed as one (and its clock reset)
     events = [{"at": 100 * MS, "package": "clock", "f": "start-partition", "value": {"n1": ["n2"]}}]
-    plan = Plan(Path("."), source, "register", 1, 3, 1, 0.8, [], ["clock"], events, ops)
+    plan = Plan(
+        Path("."), source, TestSpec(workload="register", seed=1, nodes=3, concurrency=1), 0.8, ["clock"], events, ops
+    )
     applied: list[tuple[str, int]] = []
     seen: list[tuple[Any, ...]] = []
     clock = monotonic_clock()
@@ -297,7 +312,7 @@ def test_bad_options_name_the_option(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "--settle" in capsys.readouterr().err
     kv = write_run(tmp_path / "q", "sim", sim_schedule(workload="kv"), READY)
     assert main(["replay", str(kv), "--backend", "local", "--store", str(tmp_path / "s")]) == 254
-    assert "supports register and queue" in capsys.readouterr().err
+    assert "unknown workload 'kv'" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -339,10 +354,10 @@ def test_local_replay_of_a_simulated_run_and_of_the_replay(tmp_path: Path) -> No
     schedule = realtest.check_run_layout(attempt, 3)
     test = json.loads((attempt / "test.json").read_text())
     assert test["backend"] == "local" and test["replay"]["of"] == str(source) and test["seed"] == 4
-    # the final reads waited --settle after the heal (a simulator run's own pause is 10 s by default)
-    assert test["replay"]["settle-seconds"] == 2.5
+    # the final reads waited --settle after the heal (the stored run's own settle is 10 s by default)
+    assert test["settle-seconds"] == 2.5
     assert json.loads((attempt / "results.json").read_text())["run"]["recovery-seconds"] >= 2.5
-    assert plan.settle == 10.0
+    assert plan.spec.settle == 10.0
     mapping = test["replay"].get("node-renaming", {})
     # the same operations, from the same client slots, on the same (renamed) nodes, none early
     want = [(o["client"], o["f"], o["key"], o["value"], rename(o["node"], mapping)) for o in plan.ops]
@@ -389,7 +404,7 @@ def test_order_finds_what_completed_before_each_item_started() -> None:
         {"time": 40, "process": 3, "type": "invoke", "f": "read", "key": "k"},  # slot 1 reopened (concurrency 2)
         {"time": 41, "process": 3, "type": "ok", "f": "read", "key": "k"},
     ]
-    from harness.tools.replay_real import order
+    from harness.tools.replay_plan import order
 
     order(ops, events, history, 2)
     assert [o["seq"] for o in ops] == [0, 1, 2] and events[0]["seq"] == 3
@@ -404,7 +419,9 @@ def test_ordered_replay_waits_for_the_stored_happens_before(tmp_path: Path) -> N
     ]
     events = [{"seq": 2, "at": 40 * MS, "package": "kill", "f": "kill", "value": ["n1"], "after": [0]}]
     for ordered in (True, False):
-        plan = Plan(Path("."), "sim", "register", 1, 3, 2, 0.5, [], ["kill"], events, ops)
+        plan = Plan(
+            Path("."), "sim", TestSpec(workload="register", seed=1, nodes=3, concurrency=2), 0.5, ["kill"], events, ops
+        )
         seen: list[tuple[Any, ...]] = []
         applied: list[int] = []
         clock = monotonic_clock()
@@ -434,7 +451,7 @@ def test_lazy_flush_plan_waits_for_the_stored_runs_flush_phase(tmp_path: Path) -
     """The lazy-flush bug's flushes fall on whole seconds of the nodes' clock, in the simulator and on real
     nodes: a replay starts its main phase at the fraction of a second the stored run's began at, so a kill
     that came just before (or during) a flush in the simulator comes just before it on the real nodes too."""
-    from harness.commands.replay import align_phase
+    from harness.tools.replay import align_phase
 
     doc = sim_schedule(start="ready", bugs=["lazy-flush"], **{"main-start": 1_103 * MS})
     plan = load_plan(write_run(tmp_path / "run", "sim", doc, READY))

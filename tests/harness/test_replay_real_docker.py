@@ -33,9 +33,9 @@ def test_minimal_stale_read_schedule_reproduces_on_docker(node_image: str, tmp_p
     # A run budget, not wall time: the same minimal schedule however loaded the machine is (seed 0's run
     # shrinks to its fixpoint, 3 faults / 2 ops / 3 nodes / 2 clients, in 1,042 runs)
     shrunk = cli("shrink", str(run), "--max-runs", "1200", "--robust", "3", "-q")
-    assert shrunk.returncode == 1, shrunk.stderr[-2000:]
+    assert shrunk.returncode == 0, shrunk.stderr[-2000:]  # 0: a smaller failing schedule was written
     shrank = json.loads(shrunk.stdout.strip().splitlines()[-1])
-    assert shrank["robust-reached"] is True and shrank["max-runs"] == 1200, shrank
+    assert shrank["smaller"] is True and shrank["robust-reached"] is True and shrank["max-runs"] == 1200, shrank
     assert "budget-seconds" not in shrank, shrank
     real = str(tmp_path / "real")
     r = cli("replay", str(run / "minimal"), "--backend", "docker", "--times", "8", "--store", real)

@@ -4,7 +4,6 @@ a fake broker, and a short local-backend replay of a simulated queue run end to 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import subprocess
@@ -15,10 +14,11 @@ from typing import Any
 import pytest
 
 from checkers.errors import InputError
-from harness.commands.replay import replay_spec
 from harness.core.recorder import Recorder
+from harness.core.spec import TestSpec
 from harness.real.interpreter import Applied, Interpreter, monotonic_clock
-from harness.tools.replay_real import (
+from harness.tools.replay import replay_spec
+from harness.tools.replay_plan import (
     Plan,
     controller_renaming,
     first_partition_leaders,
@@ -41,6 +41,7 @@ from workloads.queue.bodies import (
     Produced,
     ProducerId,
 )
+from workloads.queue.options import QueueOptions
 
 MS = 1_000_000
 S = 1_000_000_000
@@ -111,19 +112,6 @@ def queue_schedule(**kw: Any) -> dict[str, Any]:
     return doc
 
 
-def replay_args() -> argparse.Namespace:
-    return argparse.Namespace(
-        backend="local",
-        check_time_limit=60.0,
-        quiet=True,
-        ssh_hosts=None,
-        ssh_user=None,
-        ssh_key=None,
-        ssh_known_hosts=None,
-        keep_unsynced=False,
-    )
-
-
 def led(node: str, partition: str, epoch: int, leader: str, t: int = 0) -> dict[str, Any]:
     return {
         "node": node,
@@ -142,8 +130,8 @@ def test_queue_renaming_maps_the_broken_partitions_followers_too() -> None:
     stored = {"t0-0": "n5", "t0-1": "n1", "t0-2": "n2"}
     ops = [{"at": 0, "client": 0, "f": "send", "key": "t0-0", "value": 1, "node": None}]
     plan = Plan(
-        Path("."), "sim", "queue", 1, 5, 1, 1.0, [], [], [], ops, leader="n1", partition_leaders=stored,
-        failing_key="t0-0", queue={"replication-factor": 3},
+        Path("."), "sim", TestSpec(workload="queue", seed=1, nodes=5, concurrency=1), 1.0, [], [], ops, leader="n1",
+        partition_leaders=stored, failing_key="t0-0",
     )  # fmt: skip
     fresh = {"t0-0": "n4", "t0-1": "n5", "t0-2": "n1"}
     mapping = renaming(plan, "n1", fresh)
@@ -170,12 +158,15 @@ def test_queue_renaming_puts_the_broken_partitions_leader_first(tmp_path: Path) 
     plan = Plan(
         Path("."),
         "sim",
-        "queue",
-        1,
-        3,
-        1,
+        # one replica per partition: the leaders alone decide (no followers to place)
+        TestSpec(
+            workload="queue",
+            seed=1,
+            nodes=3,
+            concurrency=1,
+            workload_options=QueueOptions(replication_factor=1, min_isr=1),
+        ),
         1.0,
-        [],
         [],
         [],
         ops,
@@ -235,29 +226,16 @@ def test_sim_queue_plan_keeps_times_ops_without_nodes_and_the_topic_options(tmp_
     # the send waits for the assign and the kill, the poll for the send (done at 250 ms) and the kill
     assert [o["after"] for o in plan.ops] == [[], [0, 3], [1, 3]]
     assert plan.events[0]["after"] == [0]  # the assign had completed before the kill, the send had not
-    assert plan.queue == {
-        "acks": "all",
-        "partitions": 2,
-        "replication-factor": 3,
-        "min-isr": 3,
-        "unclean": False,
-        "allow": [],
-    }
+    assert plan.spec.workload_options == QueueOptions(acks="all", partitions=2, replication_factor=3, min_isr=3)
     target, mapped = plan.target()
     assert target == {"lost-write", "committed-divergence", "hw-regression"} and mapped  # no linearizability check
-    spec = replay_spec(plan, replay_args(), "docker")
-    assert (spec.workload, spec.acks, spec.partitions, spec.replication_factor, spec.min_isr) == (
-        "queue",
-        "all",
-        2,
-        3,
-        3,
-    )
-    assert spec.unclean is False and spec.allow == () and spec.bugs == ("hw-from-leader",)
-    assert spec.lose_unsynced is True  # the simulator's crashes lose unsynced writes: so do the replay's kills
-    keep = replay_args()
-    keep.keep_unsynced = True
-    assert replay_spec(plan, keep, "docker").lose_unsynced is False
+    spec = replay_spec(plan, {}, "docker")
+    assert spec.workload == "queue" and spec.workload_options == plan.spec.workload_options  # every option
+    assert spec.bugs == ("hw-from-leader",) and spec.backend == "docker"
+    assert spec.db_options.lose_unsynced is True  # the simulator's crashes lose unsynced writes: so do the replay's
+    assert replay_spec(plan, {}, "docker", keep_unsynced=True).db_options.lose_unsynced is False
+    given = replay_spec(plan, {"acks": "1", "settle": 0.0}, "docker")  # options given replace the stored ones
+    assert given.workload_options.acks == "1" and given.settle == 0.0
 
 
 def test_real_queue_plan_takes_the_options_from_test_json(tmp_path: Path) -> None:
@@ -265,16 +243,17 @@ def test_real_queue_plan_takes_the_options_from_test_json(tmp_path: Path) -> Non
     doc = {k: v for k, v in queue_schedule(ops=ops).items() if k not in ("acks", "min-isr", "partitions")}
     test = {"acks": "1", "min-isr": 1, "partitions": 4, "allow": ["lost-write"], "nemesis": ["kill"]}
     plan = load_plan(write_run(tmp_path / "run", "docker", doc, test, ["inconsistent-offsets"]))
-    assert plan.queue["acks"] == "1" and plan.queue["min-isr"] == 1 and plan.queue["partitions"] == 4
-    assert plan.queue["allow"] == ["lost-write"] and plan.nemeses == ["kill"]
+    options = plan.spec.workload_options
+    assert options.acks == "1" and options.min_isr == 1 and options.partitions == 4
+    assert options.allow == ("lost-write",) and plan.nemeses == ["kill"]
     assert [o["node"] for o in plan.ops] == [None, "n2", None]
 
 
 def test_register_ops_still_need_a_node_and_other_workloads_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="register and queue"):
+    with pytest.raises(InputError, match="unknown workload 'kv'"):
         load_plan(write_run(tmp_path / "a", "sim", queue_schedule(workload="kv"), {}, []))
     (tmp_path / "b").mkdir()
-    run = write_run(tmp_path / "b" / "run", "sim", queue_schedule(workload="register"), {}, [])
+    run = write_run(tmp_path / "b" / "run", "sim", queue_schedule(workload="register", bugs=[]), {}, [])
     (run / "test.json").write_text(json.dumps({"name": "r", "backend": "sim", "workload": "register"}))
     with pytest.raises(InputError, match="op on node None"):
         load_plan(run)
@@ -325,7 +304,7 @@ def test_the_queue_client_executes_the_stored_ops(tmp_path: Path) -> None:
         op(120, 0, "poll", "t0-0", None),  # never assigned: not-assigned
         op(140, 1, "send", "t0-0", 7),
     ]
-    plan = Plan(Path("."), "sim", "queue", 1, 3, 2, 0.4, [], [], [], ops)
+    plan = Plan(Path("."), "sim", TestSpec(workload="queue", seed=1, nodes=3, concurrency=2), 0.4, [], [], ops)
     workload = QueueWorkload(["n1"], seed=1, partitions=2)
     logs: dict[int, list[int]] = {}
     calls: list[Any] = []
@@ -370,16 +349,17 @@ def test_local_replay_of_a_simulated_queue_run(tmp_path: Path) -> None:
     assert sim.returncode == 0, sim.stderr[-2000:]
     source = realtest.latest(tmp_path / "sim")
     plan = load_plan(source)
-    assert plan.ops and plan.events and plan.queue["partitions"] == 2 and plan.queue["min-isr"] == 1
+    assert plan.ops and plan.events
+    assert plan.spec.workload_options.partitions == 2 and plan.spec.workload_options.min_isr == 1
     cmd = [sys.executable, "-m", "harness.cli", "replay", str(source), "--backend", "local"]
     cmd += ["--store", str(tmp_path / "real"), "--times", "1"]
     r = subprocess.run(cmd, cwd=realtest.ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]  # a valid run stays valid
-    assert "reproduced in 0 of 1 attempts" in r.stderr and "queue: 2 partitions" in r.stderr
+    assert "reproduced in 0 of 1 attempts" in r.stderr and "partitions 2" in r.stderr
     attempt = Path(json.loads(r.stdout.strip().splitlines()[-1])["runs"][0]["run"])
     test = json.loads((attempt / "test.json").read_text())
     assert test["workload"] == "queue" and test["partitions"] == 2 and test["min-isr"] == 1 and test["acks"] == "all"
-    assert test["replay"]["settle-seconds"] == 10.0  # the simulator's pause before its final reads
+    assert test["settle-seconds"] == 10.0  # the simulator's pause before its final reads
     # the topic was created with the stored assignment, renamed so the fresh controller plays the stored
     # controller's part: every partition's first leader is the stored one's, renamed
     mapping = test["replay"].get("node-renaming", {})

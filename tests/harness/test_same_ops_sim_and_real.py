@@ -12,7 +12,7 @@ import pytest
 from checkers.history import Op
 from harness.core.spec import TestSpec
 from harness.real.run import run_real
-from harness.sim.cluster import Simulation
+from harness.sim.runtime import SimRuntime
 
 SEED, NODES, CONCURRENCY, SECONDS = 5, 3, 4, 4.0
 # a few operations per second: every thread is free when drawn on both runtimes, however long an operation takes
@@ -31,25 +31,28 @@ def before_first_fault(ops: list[Op]) -> list[tuple[Any, ...]]:
 
 
 def the_test(workload: str, backend: str, db: str = "kraftwerk", **options: Any) -> TestSpec:
-    """The one test both runtimes run (only its backend, and the system under test, differ)."""
+    """The one test both runtimes run (only its backend, and the system under test, differ). No faults, and
+    only the main phase's operations are compared: no settle before the final reads."""
     fixed = {"nemeses": (), "nodes": NODES, "concurrency": CONCURRENCY, "time_limit": SECONDS, "seed": SEED}
-    return TestSpec(
+    fixed["settle"] = 0.0
+    return TestSpec.of(
         db=db,
         workload=workload,
         backend=backend,
         check_time_limit=60,
-        **{**fixed, "rate": RATE, **QUEUE, **options},
+        **{**fixed, "rate": RATE, **(QUEUE if workload == "queue" else {}), **options},
     )
 
 
 def simulated(spec: TestSpec) -> list[tuple[Any, ...]]:
-    return before_first_fault(Simulation(spec).run().recorder.ops)
+    return before_first_fault(SimRuntime(spec).run().recorder.ops)
 
 
 def real(spec: TestSpec, run_dir: Path) -> list[tuple[Any, ...]]:
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)  # as `kraftwerk test` lays out a run
     results, history = run_real(spec, run_dir, quiet=True)
-    assert results["valid"] is True, results
+    # a short run without faults: no anomaly (the stats may say some operation never succeeded in its 2 s)
+    assert results["valid"] is not False and not results.get("anomaly-types"), results
     main = json.loads((run_dir / "schedule.json").read_text())["ops"]  # the main phase's ops (no final reads)
     return before_first_fault(history.ops)[: len(main)]
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.cli import build_parser
 from harness.commands.explore import run as run_explore
 from harness.core.spec import TestSpec
 from harness.tools.fleet import run_fleet, run_one
@@ -27,23 +28,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def explore_args(store: Path, **kw: object) -> argparse.Namespace:
-    base = {
-        "workload": "register",
-        "budget": "10m",
-        "bug": ["stale-read"],
-        "nemesis": "partition,kill,pause,clock",
-        "nodes": 5,
-        "concurrency": 10,
-        "time_limit": 5.0,
-        "seed": 100,
-        "store": str(store),
-        "fsync_delay": 0,
-        "observable": False,
-        "runs": None,
-        "master": None,
-        "keep": "all",
-    }
-    return argparse.Namespace(**{**base, **kw})
+    """`kraftwerk explore --bug stale-read --time-limit 5 --seed 100 --store STORE`, as the CLI parses it, with
+    some values replaced (runs, master, keep, observable)."""
+    words = ["explore", "--budget", "10m", "--bug", "stale-read", "--time-limit", "5", "--seed", "100"]
+    args = build_parser().parse_args([*words, "--store", str(store)])
+    for name, value in kw.items():
+        setattr(args, name, value)
+    return args
 
 
 def test_master_needs_runs_and_a_known_form(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import workloads.queue
 from workloads import generator as gen
 from workloads.protocol import Completion, Failure, Reply, Request
-from workloads.queue import QueueWorkload, from_options
+from workloads.queue import QueueWorkload
 from workloads.queue.bodies import (
     PRODUCE_TIMEOUT_MS,
     CommitOffsets,
@@ -42,8 +46,10 @@ from workloads.queue.consumer import END_POLL_S, END_QUIET_S
 from workloads.queue.errors import DEFINITE_PRODUCE_ERRORS, OFFSET_OUT_OF_RANGE, REFRESH
 from workloads.queue.groups import GROUP
 from workloads.queue.ops import QueueGenerator
+from workloads.queue.options import QueueOptions, make
 from workloads.queue.producer import MAX_IN_FLIGHT
 from workloads.queue.setup import SETUP_RETRY_S, TOPIC_ALREADY_EXISTS
+from workloads.queue.state import QueueState
 
 NODES = ["n1", "n2", "n3"]
 
@@ -431,8 +437,8 @@ def test_final_drain_gives_up_on_a_partition_whose_end_stays_short_of_the_acked_
     assert drain.op(ctx({0: 0}, time=100 + int(END_QUIET_S * gen.SECOND))) is None
 
 
-def test_options_and_from_options_round_trip() -> None:
-    w = from_options(["n2", "n1"], 5, {"acks": "1", "partitions": 2, "min-isr": 1, "unclean": True})
+def test_the_options_make_the_workload_and_say_what_the_db_needs() -> None:
+    w = make(["n2", "n1"], 5, QueueOptions(acks="1", partitions=2, min_isr=1, unclean=True), 2.0)
     assert w.nodes == ["n1", "n2"] and w.all_keys() == ["t0-0", "t0-1"]
     assert w.options() == {
         "acks": 1,
@@ -442,7 +448,6 @@ def test_options_and_from_options_round_trip() -> None:
         "unclean": True,
         "idempotent": False,  # only with acks=all
     }
-    assert from_options(["n1"], 5, w.options()).options() == w.options()
 
 
 def _join(w: QueueWorkload, c: QueueClient, committed: tuple[tuple[int, int], ...]) -> Request:
@@ -605,3 +610,25 @@ def test_an_explicit_assignment_is_checked_against_the_topic_and_the_nodes() -> 
             QueueWorkload(nodes, 0, partitions=1, assignment=assignment)
     with pytest.raises(ValueError, match="not a node name"):
         broker_id("x1")
+
+
+def test_the_clients_use_only_what_queue_state_declares_and_the_workload_has_it() -> None:
+    """The client modules are typed against `QueueState` (workload.py imports them, so they cannot import it):
+    every attribute they read or set on the workload (`self.workload.x`, `workload.x`, `w.x`) is a member of
+    QueueState, every member is used, and a QueueWorkload has each (it satisfies the Protocol structurally)."""
+    members = {n for n in vars(QueueState) if not n.startswith("_")} | set(QueueState.__annotations__)
+    used: dict[str, str] = {}
+    for module in ("client_base", "client", "producer", "consumer", "groups", "transactions", "setup"):
+        path = Path(workloads.queue.__file__).with_name(f"{module}.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Attribute):
+                continue
+            v = node.value
+            on_self = isinstance(v, ast.Attribute) and v.attr == "workload" and ast.unparse(v.value) == "self"
+            if on_self or (isinstance(v, ast.Name) and v.id in ("workload", "w")):
+                used.setdefault(node.attr, f"{module}.py:{node.lineno}")
+    assert {a: where for a, where in used.items() if a not in members} == {}, "not declared in QueueState"
+    assert members - set(used) == set(), "declared in QueueState but no client uses it"
+    w = workload(txn=True, idempotent=True)
+    assert [m for m in sorted(members) if not hasattr(w, m)] == []
+    assert all(callable(getattr(w, m)) for m in members if inspect.isfunction(vars(QueueState).get(m)))

@@ -14,7 +14,7 @@ from harness.core.spec import SpecError, TestSpec
 from harness.sim.runs import simulate
 from workloads import generator as gen
 from workloads.protocol import Completion, Failure, Reply, Request
-from workloads.queue import QueueWorkload, from_options
+from workloads.queue import QueueWorkload
 from workloads.queue.bodies import (
     PRODUCE_TIMEOUT_MS,
     AddOffsetsToTxn,
@@ -35,6 +35,7 @@ from workloads.queue.bodies import (
 )
 from workloads.queue.client import QueueClient
 from workloads.queue.consumer import END_QUIET_S
+from workloads.queue.options import QueueOptions, make
 from workloads.queue.transactions import (
     BUSY_BACKOFF_S,
     CONCURRENT_TRANSACTIONS,
@@ -81,7 +82,7 @@ def test_the_generator_draws_transactions_of_one_to_four_sends_and_polls_with_un
             values += [m[2]] if m[0] == "send" else []
     assert lengths == {1, 2, 3, 4} and len(values) == len(set(values)) > 100
     assert w.model == "txn-queue" and w.options()["txn"] is True
-    assert from_options(NODES, 1, w.options()).txn
+    assert make(NODES, 1, QueueOptions(txn=True), 2.0).txn
 
 
 def test_txn_needs_acks_all_and_assign() -> None:
@@ -90,7 +91,7 @@ def test_txn_needs_acks_all_and_assign() -> None:
     with pytest.raises(ValueError, match="txn needs"):
         QueueWorkload(NODES, 1, txn=True, sub_via="subscribe")
     with pytest.raises(SpecError, match="--txn needs --acks all"):
-        TestSpec(workload="queue", txn=True, acks="1")
+        TestSpec.of(workload="queue", txn=True, acks="1")
 
 
 def test_a_fresh_producer_finds_its_coordinator_and_inits_with_its_transactional_id() -> None:
@@ -415,7 +416,7 @@ def test_a_gone_coordinator_is_looked_up_again_and_the_request_sent_to_the_new_o
 
 def sim_spec(seed: int, **kw: Any) -> TestSpec:
     base = {"nodes": 3, "concurrency": 6, "time_limit": 8.0, "nemeses": ()}
-    return TestSpec(workload="queue", txn=True, seed=seed, **{**base, **kw})
+    return TestSpec.of(workload="queue", txn=True, seed=seed, **{**base, **kw})
 
 
 def test_a_clean_simulated_txn_run_is_valid_and_commits_aborts_and_crashes() -> None:
@@ -439,17 +440,13 @@ def test_a_transaction_bug_is_caught_in_a_short_simulated_run(bug: str, anomaly:
     assert anomaly in checked.results["queue"]["bad-anomaly-types"], checked.results["queue"]["anomaly-types"]
 
 
-def test_final_reads_soon_after_the_heal_wait_for_open_transactions_in_a_simulated_run(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The simulator waits RECOVERY_SECONDS (10 s, the transaction timeout) before its final reads, so a
-    transaction left open at the end of the main phase had always timed out by then; on docker the final
-    reads start about a second after the heal. With the simulator's pause cut to 0.5 s, seed 8 reported 3
-    committed sends `unseen` (the drain stopped at the LSO of a crashed producer's open transaction)."""
-    from harness.sim import cluster
-
-    monkeypatch.setattr(cluster, "RECOVERY_SECONDS", 0.5)
-    checked = simulate(sim_spec(8))
+def test_final_reads_soon_after_the_heal_wait_for_open_transactions_in_a_simulated_run() -> None:
+    """The final reads wait the settle (10 s by default, the transaction timeout) after the heal, so a
+    transaction left open at the end of the main phase had always timed out by then; with --settle 0.5 they
+    start about as soon as on docker before the settle was every runtime's. With the settle cut to 0.5 s,
+    seed 8 reported 3 committed sends `unseen` (the drain stopped at the LSO of a crashed producer's open
+    transaction)."""
+    checked = simulate(sim_spec(8, settle=0.5))
     assert checked.results["valid"] is True, checked.results["queue"]["anomalies"].get("unseen")
     stats = checked.results["queue"]["stats"]
     assert stats["values-read"] == stats["committed-sends"] > 100
@@ -464,7 +461,7 @@ def test_a_timed_out_transaction_whose_abort_fails_does_not_stop_simulated_time(
 
     code = (
         "from harness.sim.runs import simulate; from harness.core.spec import TestSpec; "
-        "c = simulate(TestSpec(seed=11, time_limit=30, workload='queue', txn=True, nodes=5, "
+        "c = simulate(TestSpec.of(seed=11, time_limit=30, workload='queue', txn=True, nodes=5, "
         "nemeses=('partition', 'kill'), bugs=('lso-ignores-open',))); print(c.valid)"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

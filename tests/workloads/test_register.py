@@ -73,11 +73,11 @@ def test_a_replayed_op_naming_its_node_draws_as_a_generated_one() -> None:
 
 
 def test_the_registry_makes_the_register_and_names_the_choices() -> None:
-    w = registry.make("register", ["n2", "n10", "n1"], 5, keys=2)
+    w = registry.kind("register").make(["n2", "n10", "n1"], 5, registry.kind("register").options(), 2.0)
     assert isinstance(w, Register) and w.nodes == ["n1", "n2", "n10"] and w.model == "cas-register"
     assert w.setup() is None
-    with pytest.raises(ValueError, match="unknown workload 'nope' \\(one of queue, register\\)"):
-        registry.make("nope", NODES, 1)
+    with pytest.raises(ValueError, match="unknown workload 'nope' \\(known: register, queue\\)"):
+        registry.kind("nope")
 
 
 def test_the_same_seed_draws_the_same_clients() -> None:

@@ -18,12 +18,14 @@ The modules, one concern each:
 - `transactions`: ``--txn``: the transactional producer and the transactions;
 - `setup`: creating the topic and waiting until it is led;
 - `bodies`: the request and reply bodies a transport translates to the system under test;
+- `state`: the client state the workload keeps per process and thread, and `QueueState`, what the
+  modules above use of the workload (they do not import `workload`, which imports them);
 - `topic` and `errors`: the topic's keys and values, the Kafka error codes several paths read.
 
 This package exports the workload's public API; the rest is imported from the module that defines it.
 """
 
 from workloads.queue.topic import TOPIC, keys
-from workloads.queue.workload import ACKS, MODEL, NAME, SUB_VIA, TXN_MODEL, QueueWorkload, from_options
+from workloads.queue.workload import ACKS, MODEL, NAME, SUB_VIA, TXN_MODEL, QueueWorkload
 
-__all__ = ["ACKS", "MODEL", "NAME", "SUB_VIA", "TOPIC", "TXN_MODEL", "QueueWorkload", "from_options", "keys"]
+__all__ = ["ACKS", "MODEL", "NAME", "SUB_VIA", "TOPIC", "TXN_MODEL", "QueueWorkload", "keys"]

@@ -5,21 +5,19 @@ names, and the one request outstanding with the completion that ends it."""
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from workloads.protocol import Completion, Op, Request
 from workloads.queue.bodies import MetadataReply
+from workloads.queue.state import QueueState
 from workloads.queue.topic import TOPIC
-
-if TYPE_CHECKING:
-    from workloads.queue.workload import QueueWorkload
 
 
 class ClientBase:
     """The state and helpers of one worker process's client (sans-IO) that its producing, consuming,
     group, transaction and setup paths (the mixins `QueueClient` is made of) all use."""
 
-    def __init__(self, workload: QueueWorkload, process: int, rng: random.Random, thread: int | None = None) -> None:
+    def __init__(self, workload: QueueState, process: int, rng: random.Random, thread: int | None = None) -> None:
         self.workload = workload
         self.consumer = workload.consumer(process)
         self.rng = rng

@@ -1,5 +1,6 @@
-"""The queue's consumer: a process's assigned partitions and positions, its polls of one partition,
-the fetch rules every poll follows, and the final drain that reads every partition to its end.
+"""The queue's consumer: a process's polls of one partition, the fetch rules every poll follows, and the
+final drain that reads every partition to its end (the process's assigned partitions and positions are
+its `workloads.queue.state.Consumer`).
 
 As a KIP-320 consumer, a Fetch carries the leader epoch the metadata named (``current_leader_epoch``:
 a node leading an older or newer epoch answers FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, and the
@@ -17,71 +18,25 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from workloads import generator as gen
 from workloads.protocol import Completion, Request
 from workloads.queue.bodies import Fetch, Fetched
 from workloads.queue.client_base import ClientBase
 from workloads.queue.errors import OFFSET_OUT_OF_RANGE, REFRESH
+from workloads.queue.state import QueueState
 from workloads.queue.topic import TOPIC, decode_value, partition_of
-
-if TYPE_CHECKING:
-    from workloads.queue.workload import QueueWorkload
 
 END_QUIET_S = 4.0  # the final drain gives up on a partition whose end has not moved for this long
 END_POLL_S = 0.05  # ... and polls a partition at its end this much apart
-
-
-@dataclass
-class Consumer:
-    """One process's consumer state: its assigned partitions and positions (fresh for a new process),
-    and, once it subscribed, its group membership (the partitions then come from the group)."""
-
-    assigned: list[str] = field(default_factory=list)
-    positions: dict[str, int] = field(default_factory=dict)
-    # the leader epoch each position was read at, or committed with (KIP-320): a leader older than it is stale
-    epochs: dict[str, int] = field(default_factory=dict)
-    polled: set[str] = field(default_factory=set)  # keys polled ok since the last assign
-    at_end: set[str] = field(default_factory=set)  # keys whose last ok poll found nothing past the end
-    # read_committed: keys whose last ok poll found an open transaction holding back the records after it
-    held: set[str] = field(default_factory=set)
-    subscribed: bool = False
-    coordinator: str | None = None
-    member_id: str = ""
-    generation: int = -1
-    joined: bool = False  # holds this generation's assignment and committed positions
-    commit_due: bool = False  # a subscribed poll read something: the process commits next (commitSync)
-    last_heartbeat: int = 0  # ns, the op time of the last heartbeat or join
-
-    def assign(self, keys: Sequence[str]) -> None:
-        self.assigned = list(keys)
-        self.positions = dict.fromkeys(self.assigned, 0)
-        self.epochs = {}
-        self.polled = set()
-        self.at_end = set()
-        self.held = set()
-        self.subscribed = False
-
-    def subscribe(self) -> None:
-        self.assign(())
-        self.subscribed = True
-        self.joined = False
-
-    def rejoin(self, forget_member: bool = False) -> None:
-        """The group moved on: join again before polling (with a new member id if `forget_member`)."""
-        self.joined = False
-        self.assigned, self.positions, self.epochs = [], {}, {}
-        if forget_member:
-            self.member_id, self.generation = "", -1
 
 
 class ConsumingClient(ClientBase):
     """The client's polls of one assigned partition (``poll`` with a key), and what every poll (the
     group's and the transactions' too) does with a fetch's answer."""
 
-    def __init__(self, workload: QueueWorkload, process: int, rng: random.Random, thread: int | None = None) -> None:
+    def __init__(self, workload: QueueState, process: int, rng: random.Random, thread: int | None = None) -> None:
         super().__init__(workload, process, rng, thread)
         self.fetch_epoch = -1  # the current_leader_epoch of the outstanding fetch
 
@@ -160,7 +115,7 @@ class Drain(gen.Generator):
     go on until every known offset has been seen; the final phase's time limit bounds the wait).
     """
 
-    def __init__(self, workload: QueueWorkload, thread: int, keys: Sequence[str]) -> None:
+    def __init__(self, workload: QueueState, thread: int, keys: Sequence[str]) -> None:
         self.workload, self.thread, self.keys = workload, thread, list(keys)
         self.assigned_by: Any = None  # the process that assigned the keys (from offset 0) in this phase
         self.end_since: dict[str, int] = {}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from workloads import generator as gen
 from workloads.protocol import Failure, Reply, Step
@@ -36,10 +36,8 @@ from workloads.queue.bodies import (
 )
 from workloads.queue.consumer import ConsumingClient
 from workloads.queue.errors import COORDINATOR_ERRORS
+from workloads.queue.state import QueueState
 from workloads.queue.topic import TOPIC, partition_of
-
-if TYPE_CHECKING:
-    from workloads.queue.workload import QueueWorkload
 
 GROUP = "kraftwerk-queue"  # the consumer group of --sub-via subscribe
 SESSION_TIMEOUT_MS = 4000
@@ -72,7 +70,7 @@ class GroupClient(ConsumingClient):
     a member that missed a rebalance commits with its old generation, which the coordinator must refuse);
     its value is {"generation": g, "offsets": {key: offset}}."""
 
-    def __init__(self, workload: QueueWorkload, process: int, rng: random.Random, thread: int | None = None) -> None:
+    def __init__(self, workload: QueueState, process: int, rng: random.Random, thread: int | None = None) -> None:
         super().__init__(workload, process, rng, thread)
         # a subscribed poll's progress: join attempts, keys still to fetch, what was read, errors
         self.joins = 0

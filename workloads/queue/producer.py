@@ -1,4 +1,5 @@
-"""The queue's producer: a worker thread's idempotent producer and the client's sends (``send``).
+"""The queue's producer: the client's sends (``send``), through a worker thread's idempotent producer
+(its state: `workloads.queue.state.Producer`).
 
 Produce carries no leader epoch in Kafka, so sends go where the metadata says. Outcomes: produce errors
 that prove nothing was appended are `fail`; the ones after which the records may still commit (a
@@ -22,43 +23,25 @@ operation that ended `info`; the operation that carries the retries is judged by
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from workloads.protocol import Completion, Failure, Reply, Request, Step
 from workloads.queue.bodies import PRODUCE_TIMEOUT_MS, Metadata, Produce, Produced, ProducerId
 from workloads.queue.client_base import ClientBase
 from workloads.queue.errors import REFRESH, produce_outcome
+from workloads.queue.state import QueueState
 from workloads.queue.topic import TOPIC, encode_value, partition_of
-
-if TYPE_CHECKING:
-    from workloads.queue.workload import QueueWorkload
 
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 PRODUCER_RESET = frozenset({47, 59, 90})  # INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID, PRODUCER_FENCED
 MAX_IN_FLIGHT = 5  # unanswered batches a producer keeps per partition (Kafka's dedup window)
 
 
-@dataclass
-class Producer:
-    """A worker thread's idempotent producer: its (id, epoch), next sequence and unanswered
-    batches ``(sequence, value)`` per key. It belongs to the thread, not the process: a process
-    whose send ended `info` is replaced, but the application's producer lives on and retries."""
-
-    id: tuple[int, int] | None = None
-    sequences: dict[str, int] = field(default_factory=dict)
-    in_flight: dict[str, list[tuple[int, Any]]] = field(default_factory=dict)
-
-    def start(self, producer_id: int | None, epoch: int = 0) -> None:
-        self.id = None if producer_id is None else (producer_id, epoch)
-        self.sequences, self.in_flight = {}, {}
-
-
 class ProducingClient(ClientBase):
     """The client's sends: plain ones (acks 0 and 1, or idempotence off), and an idempotent producer's
     numbered batches with the retries of the ones whose answers were lost."""
 
-    def __init__(self, workload: QueueWorkload, process: int, rng: random.Random, thread: int | None = None) -> None:
+    def __init__(self, workload: QueueState, process: int, rng: random.Random, thread: int | None = None) -> None:
         super().__init__(workload, process, rng, thread)
         self.prod = workload.producer(thread if thread is not None else ("process", process))
         self.batch: tuple[int, Any] | None = None  # this send's (sequence, value)

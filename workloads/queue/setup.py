@@ -4,16 +4,12 @@ thread's ``txn-init`` follows: `workloads.queue.transactions.TxnInit`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from workloads import generator as gen
 from workloads.protocol import Completion, Failure, Op, Reply, Request
 from workloads.queue.bodies import Metadata
 from workloads.queue.client_base import ClientBase
+from workloads.queue.state import QueueState
 from workloads.queue.topic import TOPIC
-
-if TYPE_CHECKING:
-    from workloads.queue.workload import QueueWorkload
 
 TOPIC_ALREADY_EXISTS = 36
 SETUP_RETRY_S = 0.3  # the setup's pause after a create or a readiness check that did not succeed
@@ -51,7 +47,7 @@ class TopicSetup(gen.Generator):
     """Create the topic through the nodes in turn until one accepts it, then ask every node until its
     metadata shows every partition led with enough in-sync replicas (one thread, one op at a time)."""
 
-    def __init__(self, workload: QueueWorkload) -> None:
+    def __init__(self, workload: QueueState) -> None:
         self.workload = workload
         self.created = False
         self.ready: list[str] = list(workload.nodes)  # nodes still to confirm

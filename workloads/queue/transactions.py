@@ -1,5 +1,6 @@
-"""The queue's transactions (``txn=True``, ``--txn``, Jepsen's ``:txn?``): each worker thread's
-transactional producer, the transaction a client runs, and the setup's ``txn-init``.
+"""The queue's transactions (``txn=True``, ``--txn``, Jepsen's ``:txn?``): the transaction a client runs
+with its worker thread's transactional producer (its state: `workloads.queue.state.TxnProducer`), and the
+setup's ``txn-init``.
 
 The main phase's ops are ``txn``s of 1 to 4 micro-ops, ``["send", key, value]`` and ``["poll"]``,
 completed as ``["send", key, [offset, value]]`` and ``["poll", {key: [[offset, value], ...]}]`` (model
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from workloads import generator as gen
 from workloads.protocol import Completion, Failure, Op, Reply, Step
@@ -36,10 +37,8 @@ from workloads.queue.bodies import (
 from workloads.queue.consumer import ConsumingClient
 from workloads.queue.errors import COORDINATOR_ERRORS, REFRESH, produce_outcome
 from workloads.queue.setup import SETUP_RETRY_S
+from workloads.queue.state import QueueState
 from workloads.queue.topic import TOPIC, encode_value, partition_of
-
-if TYPE_CHECKING:
-    from workloads.queue.workload import QueueWorkload
 
 TXN_ID_PREFIX = "kraftwerk-txn-"  # + the worker thread: each thread's transactional id
 TXN_GROUP = "kraftwerk-txn"  # the consumer group whose offsets the transactions commit
@@ -69,25 +68,6 @@ REFIND_STAGES = {
     "t-add": "add-partitions",
     "t-offsets": "add-offsets",
 }
-
-
-@dataclass
-class TxnProducer:
-    """A worker thread's transactional producer (transactional id ``kraftwerk-txn-<thread>``): its
-    (id, epoch), next sequence per key, coordinators, and the write a crashed predecessor still had
-    in flight (a zombie: ``(producer id, epoch, key, sequence, value)``), sent with the old epoch once
-    the successor has fenced it."""
-
-    transactional_id: str
-    id: tuple[int, int] | None = None
-    sequences: dict[str, int] = field(default_factory=dict)
-    coordinator: str | None = None
-    group_coordinator: str | None = None
-    zombie: tuple[int, int, str, int, Any] | None = None
-
-    def reset(self) -> None:
-        """Start over: the next transaction re-inits (InitProducerId bumps the epoch, aborting an open one)."""
-        self.id, self.sequences = None, {}
 
 
 @dataclass
@@ -140,7 +120,7 @@ class TxnClient(ConsumingClient):
     does. The final drain's txn ops only poll, without a transaction; the setup's ``txn-init`` only finds
     the coordinators and gets a producer id."""
 
-    def __init__(self, workload: QueueWorkload, process: int, rng: random.Random, thread: int | None = None) -> None:
+    def __init__(self, workload: QueueState, process: int, rng: random.Random, thread: int | None = None) -> None:
         super().__init__(workload, process, rng, thread)
         # the thread's transactional producer, this process's abort/crash draws, the running transaction
         self.txp = workload.txn_producer(thread if thread is not None else process)
@@ -485,7 +465,7 @@ class TxnInit(gen.Generator):
     """One thread's `txn-init` (its producer's coordinator, producer id and the group's coordinator),
     asked again SETUP_RETRY_S after a failure until it is ok. Immutable: `each_thread` copies it."""
 
-    def __init__(self, workload: QueueWorkload, busy: bool = False, not_before: int = 0) -> None:
+    def __init__(self, workload: QueueState, busy: bool = False, not_before: int = 0) -> None:
         self.workload, self.busy, self.not_before = workload, busy, not_before
 
     def op(self, ctx: gen.Context) -> gen.Result:

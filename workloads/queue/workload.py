@@ -11,12 +11,12 @@ from workloads import generator as gen
 from workloads.protocol import Op
 from workloads.queue.bodies import CreateTopic
 from workloads.queue.client import QueueClient
-from workloads.queue.consumer import Consumer, Drain
+from workloads.queue.consumer import Drain
 from workloads.queue.ops import QueueGenerator
-from workloads.queue.producer import Producer
 from workloads.queue.setup import TopicSetup
+from workloads.queue.state import Consumer, Producer, TxnProducer
 from workloads.queue.topic import TOPIC, keys, validate_assignment
-from workloads.queue.transactions import TXN_ID_PREFIX, TxnInit, TxnProducer
+from workloads.queue.transactions import TXN_ID_PREFIX, TxnInit
 
 NAME = "queue"
 MODEL = "queue"
@@ -26,7 +26,9 @@ SUB_VIA = ("assign", "subscribe")
 
 
 class QueueWorkload:
-    """A topic `t0` of `partitions` partitions on `nodes`: unique sends and polls (checker model `queue`)."""
+    """A topic `t0` of `partitions` partitions on `nodes`: unique sends and polls (checker model `queue`).
+
+    Its clients and its setup and drain generators see it as a `workloads.queue.state.QueueState`."""
 
     name = NAME
     model = MODEL
@@ -151,21 +153,3 @@ class QueueWorkload:
 
     def client(self, thread: int, process: int) -> QueueClient:
         return QueueClient(self, process, random.Random(f"client-{self.seed}-{thread}-{process}"), thread)
-
-
-def from_options(nodes: Sequence[str], seed: int, options: Mapping[str, Any], timeout_s: float = 2.0) -> QueueWorkload:
-    """The workload a test's queue options describe (acks, partitions, replication-factor, min-isr, unclean,
-    idempotent, sub-via, txn)."""
-    return QueueWorkload(
-        nodes,
-        seed,
-        timeout_s=timeout_s,
-        acks=options.get("acks", "all"),
-        partitions=int(options.get("partitions", 3)),
-        replication_factor=int(options.get("replication-factor", 3)),
-        min_isr=int(options.get("min-isr", 2)),
-        unclean=bool(options.get("unclean", False)),
-        idempotent=bool(options.get("idempotent", True)),
-        sub_via=str(options.get("sub-via", "assign")),
-        txn=bool(options.get("txn", False)),
-    )

@@ -90,7 +90,8 @@ def _check_port(address: str, port: int) -> None:
 
 
 class LocalBackend(Backend):
-    """Processes on 127.0.0.x, ports chosen free (or from `base_port`); `ports[name]` = (controller, client).
+    """Processes on 127.0.0.x, each with `ports_per_host` ports chosen free (or from `base_port`) in
+    `ports[name]`, in the order the DB names them (our nodes: (controller, client)).
 
     Without `directory`, a cluster lives in `base_dir/<cluster id>` and its addresses start at an offset
     chosen by the cluster id (clusters of parallel runs do not share addresses, so partitions of one do not
@@ -116,13 +117,13 @@ class LocalBackend(Backend):
         self.first = first
         self.base_port = base_port
         self.python = python
-        self.ports: dict[str, tuple[int, int]] = {}
 
     def _create(self, names: list[str]) -> list[Host]:
         if len(names) > 200:
             raise BackendError("the local backend has room for at most 200 nodes")
-        if self.base_port is not None and not 1024 <= self.base_port <= 65535 - 2 * len(names):
-            raise BackendError(f"--base-port: {self.base_port} leaves no room for {len(names)} nodes (2 ports each)")
+        k = self.ports_per_host
+        if self.base_port is not None and not 1024 <= self.base_port <= 65535 - k * len(names):
+            raise BackendError(f"--base-port: {self.base_port} leaves no room for {len(names)} nodes ({k} ports each)")
         first = self.first if self.first is not None else 2 + int(self.cluster_id, 16) % (253 - len(names))
         addresses = loopback_addresses(len(names), first)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -130,12 +131,13 @@ class LocalBackend(Backend):
         taken: set[tuple[str, int]] = set()
         for i, (name, address) in enumerate(zip(names, addresses)):
             if self.base_port is not None:
-                client, controller = self.base_port + 2 * i, self.base_port + 2 * i + 1
-                _check_port(address, client)
-                _check_port(address, controller)
-                self.ports[name] = (controller, client)
+                # node i's block is P+k(i-1) …; its first port is the last of its tuple (our nodes' client port)
+                block = [self.base_port + k * i + j for j in range(k)]
+                for port in block:
+                    _check_port(address, port)
+                self.ports[name] = (*block[1:], *block[:1])
             else:
-                self.ports[name] = (_free_port(address, taken), _free_port(address, taken))
+                self.ports[name] = tuple(_free_port(address, taken) for _ in range(k))
             workdir = self.dir / name
             workdir.mkdir(parents=True, exist_ok=True)
             hosts.append(self.host_at(name, address, str(workdir), self.python, str(ROOT)))
@@ -167,7 +169,7 @@ class LocalBackend(Backend):
         ports): `kraftwerk cluster kill|start|down` in a process other than the one that started it."""
         self.hosts = []
         for rec in records:
-            self.ports[rec["name"]] = tuple(rec["ports"])  # type: ignore[assignment]
+            self.ports[rec["name"]] = tuple(rec["ports"])
             self.hosts.append(
                 self.host_at(rec["name"], rec["address"], rec["workdir"], rec["python"], rec["pythonpath"])
             )

@@ -21,10 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, TypeVar
-
-if TYPE_CHECKING:
-    from harness.real.control.agent import AgentChannel
+from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -117,6 +114,19 @@ class DaemonStatus:
         return "T" in states.upper() and not any(c in "RS" for c in states)
 
 
+class ControlAgent(Protocol):
+    """A node's control agent as a `Transport` (and its subclasses) use it: `harness.real.control.agent.AgentChannel`
+    is the one, declared here because agent.py imports this module."""
+
+    @property
+    def broken(self) -> str | None: ...  # why it stopped answering (None: it answers)
+
+    def sh(self, command: str, timeout: float | None) -> tuple[int, bytes, bytes]: ...
+    def daemon(self, args: list[str], timeout: float | None) -> dict[str, Any]: ...
+    def write_file(self, path: str, data: bytes, mode: int, timeout: float | None = 30.0) -> None: ...
+    def close(self) -> None: ...
+
+
 class Transport(ABC):
     """Control of one node. Subclasses implement `_exec`, `put_file`, `get_file` (and `close`)."""
 
@@ -130,7 +140,7 @@ class Transport(ABC):
         self.node = node
         self.python = python
         self.use_agent = use_agent and not os.environ.get("KRAFTWERK_NO_AGENT")
-        self._agent: AgentChannel | None = None
+        self._agent: ControlAgent | None = None
         self._agent_started = 0
         self._agent_lock = threading.Lock()
 
@@ -154,12 +164,12 @@ class Transport(ABC):
                 self._agent.close()
                 self._agent = None
 
-    def _start_agent(self) -> AgentChannel | None:
+    def _start_agent(self) -> ControlAgent | None:
         """Start `python3 -u -c <daemon helper> agent <daemon helper>` on the node, talking over a stream of
         this transport's; None if this transport has no way to (the default) or it could not start."""
         return None
 
-    def agent(self) -> AgentChannel | None:
+    def agent(self) -> ControlAgent | None:
         """The node's running control agent (harness/real/control/agent.py), started on first use and again if it
         died (up to `agent_starts` times): commands, daemon operations and file writes then cost no new
         process on the node. None: a process per command (no agent for this transport, or KRAFTWERK_NO_AGENT)."""
@@ -220,7 +230,7 @@ class Transport(ABC):
             raise CommandTimeout(self.node, text, timeout, result)
         return result.check() if check else result
 
-    def _agent_or(self, through_agent: Callable[[AgentChannel], T], otherwise: Callable[[], T]) -> T:
+    def _agent_or(self, through_agent: Callable[[ControlAgent], T], otherwise: Callable[[], T]) -> T:
         """`through_agent(agent)` if the node's agent runs; otherwise, or if the agent is gone (any ControlError
         but a timeout), `otherwise()`, which does the same with a process of its own."""
         agent = self.agent()

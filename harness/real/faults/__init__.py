@@ -29,7 +29,7 @@ from harness.nemesis.faults import PACKET_BEHAVIOURS, ClockChanges, PacketBehavi
 from harness.nemesis.interpreter import NemesisInterpreter
 from harness.nemesis.partitions import Grudge
 from harness.nemesis.schedule import PACKAGES, cuts_links
-from harness.real.backends.base import Host
+from harness.real.backends.base import Host, PacketPart, PartitionPart
 from harness.real.control import cleanup
 from harness.real.faults.clock import ClockNemesis
 from harness.real.faults.common import NemesisError, on_hosts, parallel
@@ -51,17 +51,17 @@ class RealFaults:
         daemons: SpecSource | None = None,
         *,
         packages: Iterable[str] = PACKAGES,
-        partition: PartitionNemesis | None = None,
+        partition: PartitionPart | None = None,
         monotonic: bool = False,
         packet_method: str = "auto",
         data_dir: Callable[[Host], str] | None = None,
-        packet: PacketNemesis | None = None,
+        packet: PacketPart | None = None,
     ) -> None:
         self.hosts = list(hosts)
         self.data_dir = data_dir
         self.packages = list(packages)
-        self.partitioner = partition if partition is not None else PartitionNemesis(self.hosts)
-        self.packets = packet if packet is not None else PacketNemesis(self.hosts, method=packet_method)
+        self.partitioner: PartitionPart = partition if partition is not None else PartitionNemesis(self.hosts)
+        self.packets: PacketPart = packet if packet is not None else PacketNemesis(self.hosts, method=packet_method)
         self.clocks = ClockNemesis(self.hosts, monotonic=monotonic)
         self.processes = ProcessNemesis(self.hosts, daemons) if daemons is not None else None
         self._token: int | None = None
@@ -190,11 +190,11 @@ class RealNemesis:
         leader: Callable[[], str | None] | None = None,
         rng: random.Random | None = None,
         packages: Iterable[str] = PACKAGES,
-        partition: PartitionNemesis | None = None,
+        partition: PartitionPart | None = None,
         monotonic: bool = False,
         packet_method: str = "auto",
         data_dir: Callable[[Host], str] | None = None,
-        packet: PacketNemesis | None = None,
+        packet: PacketPart | None = None,
     ) -> None:
         self.faults = RealFaults(
             hosts,
@@ -212,11 +212,11 @@ class RealNemesis:
 
     # the parts, for callers that need one directly (clock env, rules, offsets)
     @property
-    def partition(self) -> PartitionNemesis:
+    def partition(self) -> PartitionPart:
         return self.faults.partitioner
 
     @property
-    def packet(self) -> PacketNemesis:
+    def packet(self) -> PacketPart:
         return self.faults.packets
 
     @property

@@ -296,7 +296,7 @@ def write_report(
         parts.append("<h2>Re-check disagrees with the recorded verdict</h2>")
         parts.append(
             _table(
-                ["run", "recheck", "recorded", "history", "epochs", "carried (invariants, …)"],
+                ["run", "recheck", "recorded", "history", "epochs", "stats, partition logs, invariants"],
                 [
                     [
                         _e(r["run_id"]),
@@ -304,7 +304,7 @@ def write_report(
                         _e(r["recorded_valid"]),
                         _e(r["history_valid"]),
                         _e(r["epochs_valid"]),
-                        _e(r["carried_valid"]),
+                        _e(r["run_valid"]),
                     ]
                     for r in mism
                 ],

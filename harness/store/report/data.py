@@ -29,14 +29,32 @@ class Run:
 
     @property
     def workload(self) -> str:
-        """register or queue (from test.json, else guessed from the ops)."""
-        w = self.test.get("workload")
-        if w:
-            return str(w)
+        """The workload's name (from test.json, else "?")."""
+        return str(self.test.get("workload") or "?")
+
+    @property
+    def part(self) -> str:
+        """How its history is judged: "queue" (per partition, the queue checkers) or "linearizable" (per key),
+        as its test says (checkers.registry), else guessed from the results or the ops."""
+        checking = (self.results or {}).get("checking")
+        if isinstance(checking, dict) and checking.get("model"):
+            from checkers.registry import Checking
+
+            try:
+                return Checking(str(checking["model"])).part
+            except ValueError:
+                pass
+        if self.test:
+            from harness.core.spec import SpecError, TestSpec
+
+            try:
+                return TestSpec.from_json(self.test).checking().part
+            except SpecError:
+                pass
         if self.results and "queue" in self.results:
             return "queue"
         fs = {op.f for op in self.history} if self.history else set()
-        return "queue" if fs & {"send", "poll"} else "register"
+        return "queue" if fs & {"send", "poll", "txn"} else "linearizable"
 
     def op_counts(self) -> dict[str, dict[str, int]]:
         """{f: {count, ok, fail, info}} over client operations (results.json's stats when present)."""

@@ -333,7 +333,7 @@ def _plots_section(plots: dict[str, str]) -> str:
 def _pages_section(run: Run, pages: list[Page], omitted: int) -> str:
     if not pages:
         return ""
-    queue = run.workload == "queue"
+    queue = run.part == "queue"
     title = "Partitions" if queue else "Timelines per key"
     head = "partition" if queue else "key"
     rows = "".join(

@@ -224,6 +224,6 @@ def write_pages(run: Run) -> tuple[list[Page], int]:
     if run.history is None:
         return [], 0
     out = run.dir / DIR
-    if run.workload == "queue":
+    if run.part == "queue":
         return queue_pages(run, out)
     return register_timelines(run, out)

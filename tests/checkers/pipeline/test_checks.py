@@ -7,19 +7,28 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 from checkers.pipeline.checks import (
     EPOCH_RESULT_FIELDS,
     KEY_RESULT_FIELDS,
+    RUN_RESULT_FIELDS,
+    RunChecks,
     check_epoch_rows,
     check_key_rows,
+    check_run_rows,
     decode_json_text,
     epoch_checker,
     key_checker,
+    run_checker,
 )
 from checkers.pipeline.config import config_label, config_of
 from checkers.pipeline.discover import discover, parse_date
-from checkers.pipeline.schemas import EPOCH_CHECK, KEY_CHECK
+from checkers.pipeline.schemas import EPOCH_CHECK, KEY_CHECK, RUN_CHECK
+from checkers.registry import Checking
+from harness.core.checks import judging
+
+CAS = Checking("cas-register")
 
 
 def row(index: int, process: Any, typ: str, f: str, value: Any, time: int, key: str = "r1") -> dict[str, Any]:
@@ -53,7 +62,7 @@ def test_linearizable_key() -> None:
         row(2, 1, "invoke", "read", None, 30),
         row(3, 1, "ok", "read", 1, 40),
     ]
-    out = check_key_rows("run", "r1", list(reversed(rows)), "cas-register", 5.0)  # order comes from index
+    out = check_key_rows("run", "r1", list(reversed(rows)), CAS, 5.0)  # order comes from index
     assert out["valid"] == "true" and out["ops"] == 2 and out.get("error") is None
 
 
@@ -64,7 +73,7 @@ def test_stale_read_is_found_with_its_time() -> None:
         row(12, 1, "invoke", "read", None, 300),
         row(13, 1, "ok", "read", 2, 400),
     ]
-    out = check_key_rows("run", "r1", rows, "cas-register", 5.0)
+    out = check_key_rows("run", "r1", rows, CAS, 5.0)
     assert out["valid"] == "false"
     assert out["fail_index"] == 13 and out["fail_time"] == 400  # the original index and time
     assert "cannot be placed" in out["summary"]
@@ -72,10 +81,10 @@ def test_stale_read_is_found_with_its_time() -> None:
 
 def test_malformed_history_is_a_row_not_an_exception() -> None:
     rows = [row(0, 0, "ok", "write", 1, 10)]  # a completion without an invocation
-    out = check_key_rows("run", "r1", rows, "cas-register", 5.0)
+    out = check_key_rows("run", "r1", rows, CAS, 5.0)
     assert out["valid"] == "error" and "without a matching invoke" in out["error"]
-    out = check_key_rows("run", "r1", [row(0, 0, "invoke", "write", 1, 10)], "no-such-model", 5.0)
-    assert out["valid"] == "error" and out["error"]
+    with pytest.raises(ValueError, match="unknown checker model"):
+        Checking("no-such-model")
 
 
 def test_queue_runs_are_checked_whole() -> None:
@@ -85,7 +94,42 @@ def test_queue_runs_are_checked_whole() -> None:
         row(2, 1, "invoke", "poll", None, 30, key="t0"),
         row(3, 1, "ok", "poll", [[0, 5]], 40, key="t0"),
     ]
-    assert check_key_rows("run", "*", rows, "queue", None)["valid"] == "true"
+    assert check_key_rows("run", "*", rows, Checking("queue"), None)["valid"] == "true"
+
+
+def test_a_queue_run_is_judged_with_its_allowed_anomalies() -> None:
+    """A lost write the test allows (--acks 1 --allow lost-write) does not make the key check invalid."""
+    rows = [
+        row(0, 0, "invoke", "send", 5, 10, key="t0"),
+        row(1, 0, "ok", "send", [0, 5], 20, key="t0"),
+        row(2, 0, "invoke", "send", 6, 30, key="t0"),
+        row(3, 0, "ok", "send", [1, 6], 40, key="t0"),
+        row(4, 1, "invoke", "poll", None, 50, key="t0"),
+        row(5, 1, "ok", "poll", [[1, 6]], 60, key="t0"),
+    ]
+    assert check_key_rows("run", "*", rows, Checking("queue"), None)["valid"] == "false"
+    allowed = check_key_rows("run", "*", rows, Checking("queue", allow=("lost-write",)), None)
+    assert allowed["valid"] == "true" and allowed["anomaly_types"] == []
+
+
+def test_run_rows_hold_the_stats_rule_and_what_the_runtime_observed(tmp_path: Path) -> None:
+    """The rest of `kraftwerk test`'s verdict: an f that never succeeded in the main phase makes the run
+    unknown; a simulator invariant the run recorded makes it invalid."""
+    rows = [
+        row(0, 0, "invoke", "write", 1, 10),
+        row(1, 0, "ok", "write", 1, 20),
+        row(2, 1, "invoke", "read", None, 30),
+        row(3, 1, "fail", "read", None, 40),
+        row(4, 1, "invoke", "read", None, 900),  # after the main phase: the final reads
+        row(5, 1, "ok", "read", 1, 910),
+    ]
+    main = RunChecks(CAS, 5.0, str(tmp_path), (0, 100))
+    out = check_run_rows("r", rows, main)
+    assert out["valid"] == "unknown" and out["never_ok"] == ["read"]
+    assert check_run_rows("r", rows, RunChecks(CAS, 5.0, str(tmp_path)))["valid"] == "true"  # no phase times
+    broken = {"valid": False, "anomaly-types": ["SingleLeader"]}
+    out = check_run_rows("r", rows, RunChecks(CAS, 5.0, str(tmp_path), None, broken))
+    assert out["valid"] == "false" and out["anomaly_types"] == ["SingleLeader"]
 
 
 def _event(line: int, node: str, epoch: int, role: str, leader: str | None) -> dict[str, Any]:
@@ -130,8 +174,12 @@ def test_udf_wrappers_return_the_declared_schema() -> None:
             {**row(1, 0, "ok", "read", None, 2), "run_id": "x", "check_key": "r1"},
         ]
     )
-    out = key_checker({"x": ("cas-register", [])}, 1.0)((pa.scalar("x"), pa.scalar("r1")), table)
+    runs = {"x": RunChecks(CAS, 1.0, "/nonexistent")}
+    out = key_checker(runs)((pa.scalar("x"), pa.scalar("r1")), table)
     assert out.column_names == KEY_CHECK.fieldNames() and out.to_pylist()[0]["valid"] == "true"
+    assert [f[0] for f in RUN_RESULT_FIELDS] == RUN_CHECK.fieldNames()
+    out = run_checker(runs)((pa.scalar("x"),), table)
+    assert out.column_names == RUN_CHECK.fieldNames() and out.to_pylist()[0]["valid"] == "true"
     ev = pa.Table.from_pylist([_event(1, "n1", 1, "leader", "n1")])
     logs = pa.Table.from_pylist([], schema=pa.schema([("node", pa.string()), ("line", pa.int64())]))
     out = epoch_checker()((pa.scalar("r"),), ev, logs)
@@ -189,13 +237,14 @@ def test_discover(tmp_path: Path) -> None:
     odd = store / "u" / "20261104T000000.000"
     odd.mkdir(parents=True)
     (odd / "test.json").write_text(json.dumps({"workload": "bank"}))
-    runs = {r.run_id: r for r in discover(store)}
+    runs = {r.run_id: r for r in discover(store, judging)}
     assert set(runs) == {"t/20261103T101010.000", "t/20261001T000000.000", "u/20261104T000000.000"}
     g = runs["t/20261103T101010.000"]
-    assert g.errors == [] and g.date == "2026-11-03" and g.model == "cas-register" and len(g.logs) == 1
+    assert g.errors == [] and g.date == "2026-11-03" and len(g.logs) == 1
+    assert g.checks is not None and g.checks.checking == CAS and g.checks.time_limit == 300.0
     assert g.row["recorded_valid"] == "false" and g.row["recorded_anomalies"] == ["nonlinearizable"]
     assert runs["t/20261001T000000.000"].errors[0][0] == "test.json"
     stages = [s for s, _ in runs["u/20261104T000000.000"].errors]
     assert stages == ["test.json", "history.jsonl"]  # no checker for "bank"; no history
-    assert [r.run_id for r in discover(store, since="2026-11-04")] == ["u/20261104T000000.000"]
+    assert [r.run_id for r in discover(store, judging, since="2026-11-04")] == ["u/20261104T000000.000"]
     assert parse_date("20261104") == "2026-11-04"

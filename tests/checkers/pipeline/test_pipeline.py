@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from checkers.pipeline.job import analyze, read_table
+from harness.core.checks import judging
 from harness.store.report.analysis import write_report
 from tests.checkers.pipeline.runs import kraftwerk_test
 
@@ -67,7 +68,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def first(spark: Any, store: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
     out = tmp_path_factory.mktemp("analysis")
-    return analyze(store["root"], out, spark=spark, check_time_limit=30), out
+    return analyze(store["root"], out, resolve=judging, spark=spark, check_time_limit=30), out
 
 
 def _rid(store: dict[str, Any], run: Path) -> str:
@@ -164,7 +165,7 @@ def test_incremental(spark: Any, store: dict[str, Any], first: tuple[Any, Path])
     old_run = _rid(store, store["good"][0])
     before = read_table(spark, out, "ops").where(f"run_id = '{old_run}'").count()
     new = kraftwerk_test(store["root"], "--time-limit", "5", "--seed", "8", "--nemesis", "pause")
-    again = analyze(store["root"], out, spark=spark, since="2026-11-02")
+    again = analyze(store["root"], out, resolve=judging, spark=spark, since="2026-11-02")
     # the 2026-11-01 runs are before --since; of the others only the new one was not analysed before
     assert again.found == 5 and again.skipped == 4 and again.analysed == 1
     assert read_table(spark, out, "ops").where(f"run_id = '{old_run}'").count() == before

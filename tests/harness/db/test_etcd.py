@@ -13,8 +13,9 @@ import pytest
 from checkers.epochs import check_events
 from harness.cli import build_parser
 from harness.commands import test as test_command
-from harness.commands.parser import UsageError
+from harness.core.argtypes import UsageError
 from harness.core.spec import SpecError, TestSpec
+from harness.db.base import Status
 from harness.db.etcd import EtcdConnection, EtcdDB, role_of
 from harness.db.etcd_http import HttpConnection, NotSent
 from harness.real.backends.base import Host
@@ -32,22 +33,23 @@ def b64(x: object) -> str:
 
 def test_spec_db_defaults_round_trip_and_refusals() -> None:
     plain = TestSpec(backend="docker")
-    assert plain.db == "kraftwerk" and "db" not in plain.to_json() and plain.name == "register-docker"
-    etcd = TestSpec(backend="docker", db="etcd", etcd_read="serializable")
+    assert plain.db == "kraftwerk" and plain.to_json()["db"] == "kraftwerk" and plain.name == "register-docker"
+    etcd = TestSpec.of(backend="docker", db="etcd", read="serializable")
     doc = etcd.to_json()
-    assert doc["db"] == "etcd" and doc["etcd-read"] == "serializable" and etcd.name == "register-etcd-docker"
+    assert doc["db"] == "etcd" and doc["etcd"] == {"etcd-read": "serializable"} and etcd.name == "register-etcd-docker"
+    assert "kraftwerk" not in doc and "fsync-delay-ms" not in doc  # our nodes' options are not etcd's
     assert TestSpec.from_json(doc) == etcd
-    assert TestSpec(backend="docker", etcd_read="serializable").etcd_read == "linearizable"  # not etcd: default
+    assert TestSpec.from_json({**doc, "etcd": None, "etcd-read": "serializable"}) == etcd  # as runs stored it before
     for bad, words in [
         ({"backend": "sim", "db": "etcd"}, "--db etcd runs on --backend docker, netns or local"),
-        ({"backend": "docker", "db": "etcd", "workload": "queue"}, "only the register workload"),
+        ({"backend": "docker", "db": "etcd", "workload": "queue"}, "does not serve the 'kafka' client API"),
         ({"backend": "docker", "db": "etcd", "bugs": ("stale-read",)}, "--bug"),
-        ({"backend": "docker", "db": "etcd", "lose_unsynced": True}, "--lose-unsynced"),
+        ({"backend": "docker", "db": "etcd", "lose_unsynced": True}, "no option.s. lose_unsynced"),
         ({"backend": "docker", "db": "mongo"}, "--db mongo: unknown"),
-        ({"backend": "docker", "db": "etcd", "etcd_read": "stale"}, "--etcd-read stale: unknown"),
+        ({"backend": "docker", "db": "etcd", "read": "stale"}, "--etcd-read stale: unknown"),
     ]:
         with pytest.raises(SpecError, match=words):
-            TestSpec(**bad)
+            TestSpec.of(**bad)
 
 
 def test_cli_etcd_options_exit_254_naming_them(tmp_path: Path) -> None:
@@ -138,18 +140,24 @@ def _db(n: int = 3) -> EtcdDB:
     return db
 
 
-def status(member: int, term: int, state: str, lead: int, vote: int = 0) -> dict:
+def raft(member: int, term: int, state: str, lead: int, vote: int = 0) -> dict:
     return {"id": f"{member:x}a", "term": term, "raftState": state, "lead": f"{lead:x}a" if lead else "0",
             "vote": f"{vote:x}a" if vote else "0"}  # fmt: skip
+
+
+def event(db: EtcdDB, name: str, raft_status: dict) -> dict:
+    """The `state` event the status poller records for one raft status of member `name`."""
+    return db.event_of(name, db.status_of(raft_status))
 
 
 def test_raft_status_becomes_state_events() -> None:
     db = _db()
     assert role_of("StateLeader") == "leader" and role_of("StatePreCandidate") == "follower"
-    assert db.event_of("n1", status(1, 4, "StateLeader", 1, 1)) == {
+    assert db.status_of(raft(2, 5, "StateFollower", 1, 0)) == Status(5, "follower", "n1", None)
+    assert event(db, "n1", raft(1, 4, "StateLeader", 1, 1)) == {
         "node": "n1", "type": "state", "epoch": 4, "role": "leader", "leader": "n1", "voted_for": "n1",
     }  # fmt: skip
-    assert db.event_of("n2", status(2, 5, "StateCandidate", 0, 2)) == {
+    assert event(db, "n2", raft(2, 5, "StateCandidate", 0, 2)) == {
         "node": "n2", "type": "state", "epoch": 5, "role": "candidate", "voted_for": "n2",
     }  # fmt: skip
     assert db.name_of("0") is None and db.name_of("ffff") is None
@@ -158,19 +166,19 @@ def test_raft_status_becomes_state_events() -> None:
 def test_epochs_checker_reports_two_etcd_leaders_in_one_term() -> None:
     db = _db()
     fine = [
-        db.event_of("n1", status(1, 2, "StateLeader", 1, 1)),
-        db.event_of("n2", status(2, 2, "StateFollower", 1, 1)),
-        db.event_of("n2", status(2, 3, "StateLeader", 2, 2)),
-        db.event_of("n1", status(1, 3, "StateFollower", 2, 2)),
+        event(db, "n1", raft(1, 2, "StateLeader", 1, 1)),
+        event(db, "n2", raft(2, 2, "StateFollower", 1, 1)),
+        event(db, "n2", raft(2, 3, "StateLeader", 2, 2)),
+        event(db, "n1", raft(1, 3, "StateFollower", 2, 2)),
     ]
     assert check_events(fine)["valid"] is True
-    split = [*fine, db.event_of("n3", status(3, 3, "StateLeader", 3, 3))]
+    split = [*fine, event(db, "n3", raft(3, 3, "StateLeader", 3, 3))]
     res = check_events(split)
     assert res["valid"] is False and "multiple-leaders" in res["anomaly-types"]
     twice = [
         *fine,
-        db.event_of("n3", status(3, 3, "StateFollower", 2, 2)),
-        db.event_of("n3", status(3, 3, "StateFollower", 1, 1)),
+        event(db, "n3", raft(3, 3, "StateFollower", 2, 2)),
+        event(db, "n3", raft(3, 3, "StateFollower", 1, 1)),
     ]
     assert "double-vote" in check_events(twice)["anomaly-types"]
 
@@ -185,21 +193,10 @@ def test_local_etcd_register_under_kills_and_pauses_is_valid(tmp_path: Path) -> 
     raft states in the run directory."""
     from tests.harness.real import realtest
 
-    r = realtest.kraftwerk_test(
-        tmp_path, "--db", "etcd", "--backend", "local", "--nemesis", "kill,pause,clock", "--nodes", "3",
-        "--time-limit", "12", "--interval", "3", "--seed", "5",
-    )  # fmt: skip
-    run = realtest.latest(tmp_path)
-    assert r.returncode == 0, r.stderr[-3000:]
-    res = realtest.results(run)
-    assert res["linearizable"]["valid"] is True and res["epochs"]["valid"] is True
-    assert res["stats"]["by-f"]["cas"]["ok"] > 0 and res["run"]["unread-keys"] == []
-    events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
-    assert {e["node"] for e in events} == {"n1", "n2", "n3"} and any(e["role"] == "leader" for e in events)
-    for n in ("n1", "n2", "n3"):
-        assert '"msg":"starting an etcd server"' in (run / "nodes" / n / "etcd.log").read_text()
-    test = json.loads((run / "test.json").read_text())
-    assert test["db"] == "etcd" and test["etcd-read"] == "linearizable"
+    test = realtest.valid_short_run_of(
+        tmp_path, "etcd", [], "kill,pause,clock", "etcd.log", '"msg":"starting an etcd server"'
+    )
+    assert test["etcd"]["etcd-read"] == "linearizable"
 
 
 def test_replay_of_an_etcd_run_needs_a_real_backend(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -207,4 +204,4 @@ def test_replay_of_an_etcd_run_needs_a_real_backend(tmp_path: Path, capsys: pyte
 
     (tmp_path / "test.json").write_text(json.dumps({"db": "etcd", "backend": "docker", "workload": "register"}))
     assert main(["replay", str(tmp_path), "--backend", "sim"]) == 254
-    assert "an etcd replay needs a real --backend" in capsys.readouterr().err
+    assert "--db etcd runs on --backend docker, netns or local, not sim" in capsys.readouterr().err

@@ -119,6 +119,13 @@ def check_run_layout(run: Path, nodes: int) -> dict[str, Any]:
     """The store layout of docs/design.md "Store" for a finished real run; returns schedule.json."""
     for name in ("test.json", "history.jsonl", "events.jsonl", "results.json", "schedule.json", "cluster.json"):
         assert (run / name).is_file(), name
+    observed = json.loads((run / "run.json").read_text())  # the phases in the history's time base
+    (start, end), heal, (final, last) = (
+        observed["phases"]["main"],
+        observed["phases"]["heal"],
+        observed["phases"]["final"],
+    )
+    assert 0 <= start < end <= heal <= final <= last and observed["invariants"] is None
     names = [f"n{i}" for i in range(1, nodes + 1)]
     assert sorted(p.name for p in (run / "logs").glob("*.jsonl")) == sorted(f"{n}.jsonl" for n in names)
     for n in names:
@@ -144,3 +151,25 @@ def check_run_layout(run: Path, nodes: int) -> dict[str, Any]:
     assert schedule["ops"] and all({"at", "client", "f", "key", "node"} <= set(o) for o in schedule["ops"])
     assert [o["at"] for o in schedule["ops"]] == sorted(o["at"] for o in schedule["ops"])
     return schedule
+
+
+def valid_short_run_of(store: Path, db: str, options: list[str], nemesis: str, log: str, marker: str) -> dict:
+    """A 12 s register run of `db` on three members on 127.0.0.x (--backend local, `nemesis`): valid, every
+    key read back, the polled states in events.jsonl, each member's `log` in nodes/<n>/ showing `marker`;
+    its test.json."""
+    r = kraftwerk_test(
+        store, "--db", db, *options, "--backend", "local", "--nemesis", nemesis, "--nodes", "3",
+        "--time-limit", "12", "--interval", "3", "--seed", "5",
+    )  # fmt: skip
+    run = latest(store)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = results(run)
+    assert res["linearizable"]["valid"] is True and res["epochs"]["valid"] is True
+    assert res["stats"]["by-f"]["cas"]["ok"] > 0 and res["run"]["unread-keys"] == []
+    events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
+    assert {e["node"] for e in events} == {"n1", "n2", "n3"} and any(e["role"] == "leader" for e in events)
+    for n in ("n1", "n2", "n3"):
+        assert marker in (run / "nodes" / n / log).read_text()
+    test = json.loads((run / "test.json").read_text())
+    assert test["db"] == db
+    return test

@@ -12,23 +12,23 @@ from harness.core.spec import TestSpec
 from harness.db.nodes import NodeDB, broker_properties
 from harness.real.backends.base import Host
 from harness.real.control.netns import NetnsTransport
-from harness.real.workload import make_workload
 from workloads.queue import QueueWorkload
+from workloads.queue.options import QueueOptions
 
 NODES = ["n1", "n2", "n3"]
 
 
 def _options(**kw: Any) -> TestSpec:
-    return TestSpec(workload="queue", **kw)
+    return TestSpec(workload="queue", workload_options=QueueOptions(**kw))
 
 
 def test_make_workload_reads_the_queue_options() -> None:
-    w = make_workload("queue", NODES, 7, 1.5, _options(acks="1", partitions=5, unclean=True))
+    w = _options(acks="1", partitions=5, unclean=True).make_workload(NODES, 1.5)
     assert isinstance(w, QueueWorkload) and w.model == "queue" and w.name == "queue" and w.api == "kafka"
     assert (w.acks, w.partitions, w.unclean, w.timeout_s) == (1, 5, True, 1.5)
     assert w.all_keys() == [f"t0-{i}" for i in range(5)]
-    assert make_workload("queue", NODES, 7, 2.0, _options()).acks == -1
-    assert make_workload("register", NODES, 7, 2.0, _options()).api == "kv"  # the queue's options left alone
+    assert _options().make_workload(NODES, 2.0).acks == -1
+    assert TestSpec(workload="register").make_workload(NODES, 2.0).api == "kv"
 
 
 def _hosts(n: int) -> list[Host]:
@@ -36,7 +36,7 @@ def _hosts(n: int) -> list[Host]:
 
 
 def test_broker_nodes_get_the_broker_role_topic_defaults_and_bugs(tmp_path: Path) -> None:
-    w = make_workload("queue", NODES, 1, 2.0, _options(min_isr=3, unclean=True))
+    w = _options(min_isr=3, unclean=True).make_workload(NODES, 2.0)
     db = NodeDB(_hosts(3), bugs=["hw-from-leader"], broker=True, properties=broker_properties(w.options()))
     props = dict(line.split("=", 1) for line in db.properties(db.hosts[2]).splitlines())
     assert props["process.roles"] == "controller,broker"

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from harness.core.checks import check_run
 from harness.core.spec import TestSpec
 from harness.nemesis.schedule import generate
-from harness.sim.cluster import SimPlan, Simulation
+from harness.sim.cluster import SimPlan
 from harness.sim.disk import BatchDisk
 from harness.sim.engine import SECOND
+from harness.sim.runs import simulate
 from nodes.broker import Batch
 
 
@@ -21,12 +21,9 @@ def run(seed: int, workload: str = "register", time_limit: float = 15.0, **kw: A
     kw.setdefault("nemeses", ["disk"])
     plan = SimPlan(schedule=kw.pop("schedule", None), ops=kw.pop("ops", None))
     kw = {k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()}
-    sim = Simulation(TestSpec(seed=seed, time_limit=time_limit, workload=workload, **kw), plan)
-    result = sim.run()
-    model = "queue" if workload == "queue" else "cas-register"
-    extra = {"partition_logs": sim.partition_dumps} if workload == "queue" else {}
-    verdict = check_run(result.recorder.history(), result.events, result.logs, result.invariants, model, 60, **extra)
-    return verdict, (sim, result)
+    spec = TestSpec.of(seed=seed, time_limit=time_limit, workload=workload, check_time_limit=60, **kw)
+    checked = simulate(spec, plan)
+    return checked.results, (checked.runtime, checked.sim)
 
 
 def corrupt_schedule(node: str, seeds: list[int]) -> list[dict[str, Any]]:

@@ -7,18 +7,19 @@ from typing import Any
 
 import pytest
 
-from harness.core.checks import check_run
 from harness.core.spec import TestSpec
-from harness.sim.cluster import SimPlan, Simulation
+from harness.sim.cluster import SimPlan
 from harness.sim.engine import MS, SECOND, Scheduler
 from harness.sim.network import Network
 from harness.sim.packets import Shaping
+from harness.sim.runs import simulate
+from harness.sim.runtime import SimRuntime
 
 # ------------------------------------------------------------------ strobe
 
 
 def test_strobe_flips_the_wall_clock_then_settles_on_its_offset() -> None:
-    sim = Simulation(TestSpec(seed=3, nodes=3))
+    sim = SimRuntime(TestSpec(seed=3, nodes=3))
     node = sim.nodes[2]
     node.clock_offset = 7 * MS
     sim.faults.clock_strobe({"n2": {"delta-ms": 500, "period-ms": 100, "duration-s": 1}})
@@ -32,7 +33,7 @@ def test_strobe_flips_the_wall_clock_then_settles_on_its_offset() -> None:
 
 
 def test_reset_ends_a_strobe_and_a_new_strobe_flips_around_the_same_offset() -> None:
-    sim = Simulation(TestSpec(seed=3, nodes=3))
+    sim = SimRuntime(TestSpec(seed=3, nodes=3))
     node = sim.nodes[1]
     sim.faults.clock_strobe({"n1": {"delta-ms": 40, "period-ms": 10, "duration-s": 10}})
     sim.sched.run_until(5 * MS)
@@ -52,7 +53,7 @@ def test_a_run_with_strobes_is_recorded_and_deterministic() -> None:
         {"at": 4 * SECOND, "package": "clock", "f": "reset-clock", "value": None},
     ]
     spec, plan = TestSpec(seed=11, time_limit=8, nemeses=["clock"]), SimPlan(schedule=events)
-    runs = [Simulation(spec, plan).run() for _ in (1, 2)]
+    runs = [SimRuntime(spec, plan).run() for _ in (1, 2)]
     assert runs[0].stats["history-sha256"] == runs[1].stats["history-sha256"]
     nemesis = [(op.f, op.value) for op in runs[0].recorder.ops if op.process == "nemesis"]
     assert nemesis[0] == ("strobe-clock", strobe)
@@ -138,14 +139,14 @@ def test_unknown_behaviour_is_refused() -> None:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_run_with_packet_faults_is_valid_and_deterministic(seed: int) -> None:
     spec = TestSpec(seed=seed, time_limit=20, interval=2.0, nemeses=["partition", "kill", "packet"])
-    sim = Simulation(spec)
-    a, b = sim.run(), Simulation(spec).run()
+    checked = simulate(spec)
+    sim, a, b = checked.runtime, checked.sim, SimRuntime(spec).run()
     assert sim.net.shaped > 100  # the packet faults met real traffic
     assert a.stats["history-sha256"] == b.stats["history-sha256"]
     fs = [op.f for op in a.recorder.ops if op.process == "nemesis"]
     assert "start-packet" in fs
     assert fs[-5:] == ["stop-partition", "stop-packet", "resume", "start", "reset-clock"]  # heal: every package
-    verdict = check_run(a.recorder.history(), a.events, a.logs, a.invariants, "cas-register", 120)
+    verdict = checked.results
     assert verdict["valid"] is True, verdict
 
 
@@ -154,7 +155,7 @@ def test_packet_faults_are_recorded_as_on_real_backends() -> None:
     what the fault did (the counters `harness.real.faults.nfqueue.COUNTERS` the real backends record)."""
     from harness.real.faults.nfqueue import COUNTERS
 
-    a = Simulation(TestSpec(seed=2, time_limit=20, interval=2.0, nemeses=("packet",))).run()
+    a = SimRuntime(TestSpec(seed=2, time_limit=20, interval=2.0, nemeses=("packet",))).run()
     ops = [op for op in a.recorder.ops if op.process == "nemesis"]
     starts = [op.value for op in ops if op.f == "start-packet"]
     stops = [op.value for op in ops if op.f == "stop-packet"]

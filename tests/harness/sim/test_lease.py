@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from harness.core.checks import check_run
 from harness.core.spec import TestSpec
-from harness.sim.cluster import SimPlan, Simulation
+from harness.sim.cluster import SimPlan
 from harness.sim.runs import from_schedule, simulate
+from harness.sim.runtime import SimRuntime
 
 S = 1_000_000_000
 
 
-class StepBackTheLeader(Simulation):
+class StepBackTheLeader(SimRuntime):
     """A schedule whose `bump-clock` value "leader" steps the node a leader target names back 20 s."""
 
     def _fault(self, event: dict[str, Any]) -> None:
@@ -31,10 +31,11 @@ def isolate_then_step_back(seed: int, bugs: list[str], step_back: bool) -> dict[
     if step_back:
         events.append({"at": 5 * S + S // 5, "package": "clock", "f": "bump-clock", "value": "leader"})
     events.append({"at": 25 * S, "package": "partition", "f": "stop-partition", "value": None})
-    spec, plan = TestSpec(seed=seed, time_limit=30, bugs=tuple(bugs), lease_reads=True), SimPlan(schedule=events)
-    result = StepBackTheLeader(spec, plan).run()
-    verdict = check_run(result.recorder.history(), result.events, result.logs, result.invariants, "cas-register", 60)
-    verdict["schedule"] = result.schedule_document(spec, plan)
+    spec = TestSpec.of(seed=seed, time_limit=30, bugs=tuple(bugs), lease_reads=True, check_time_limit=60)
+    plan = SimPlan(schedule=events)
+    checked = simulate(spec, plan, runtime=StepBackTheLeader(spec, plan))
+    verdict = dict(checked.results)
+    verdict["schedule"] = checked.sim.schedule_document(spec, plan)
     return verdict
 
 
@@ -51,8 +52,8 @@ def test_lease_wall_clock_is_valid_without_the_clock_fault() -> None:
 def test_monotonic_leases_are_valid_under_the_same_clock_fault() -> None:
     verdict = isolate_then_step_back(1, [], step_back=True)
     assert verdict["valid"] is True
-    assert verdict["schedule"]["lease-reads"] is True  # and the schedule replays with leases on
-    assert from_schedule(verdict["schedule"])[0].lease_reads is True
+    assert verdict["schedule"]["test"]["kraftwerk"]["lease-reads"] is True  # the schedule replays with leases on
+    assert from_schedule(verdict["schedule"])[0].db_options.lease_reads is True
 
 
 @pytest.mark.slow
@@ -66,7 +67,7 @@ def test_lease_wall_clock_is_valid_without_the_clock_nemesis(seed: int) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(1, 4))
 def test_monotonic_leases_are_valid_under_every_nemesis(seed: int) -> None:
-    spec = TestSpec(seed=seed, time_limit=30, lease_reads=True, nemeses=("partition", "kill", "pause", "clock"))
+    spec = TestSpec.of(seed=seed, time_limit=30, lease_reads=True, nemeses=("partition", "kill", "pause", "clock"))
     assert simulate(spec).valid is True
 
 

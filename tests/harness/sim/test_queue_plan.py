@@ -28,9 +28,9 @@ def stored(checked: Checked) -> dict[str, Any]:
     bugs=st.sampled_from([[], ["hw-from-leader"], ["no-truncate"], ["stale-leader-produce"]]),
 )
 def test_queue_plan_replays_byte_identically(seed: int, acks: int, bugs: list[str]) -> None:
-    first = simulate(TestSpec(seed=seed, time_limit=3, workload="queue", acks=ACKS[acks], bugs=bugs))
+    first = simulate(TestSpec.of(seed=seed, time_limit=3, workload="queue", acks=ACKS[acks], bugs=bugs))
     doc = stored(first)
-    assert doc["workload"] == "queue" and doc["acks"] == acks and doc["ops"]
+    assert doc["test"]["workload"] == "queue" and doc["test"]["acks"] == ACKS[acks] and doc["ops"]
     assert {op["f"] for op in doc["ops"]} <= {"assign", "send", "poll"}
     again = simulate(*from_schedule(doc))
     assert again.digest == first.digest
@@ -47,7 +47,10 @@ def test_any_subset_of_a_plan_is_well_formed_and_deterministic(seed: int, keep: 
     a = simulate(*from_schedule(doc))
     b = simulate(*from_schedule(doc))
     assert a.digest == b.digest
-    assert a.valid is True, sorted(a.anomalies)
+    # no anomaly; the run may be unknown only by the stats rule (an operation type the kept ops never
+    # completed ok: a plan without sends, say, tested nothing of them)
+    assert a.valid is not False and not a.anomalies, sorted(a.anomalies)
+    assert a.valid is True or a.results["stats"]["valid"] == "unknown"
     # a poll of a partition its process was not assigned (its assign was dropped, or a crash reopened the
     # client unassigned) fails at once without a request, as on real clusters; no other op fails so
     assigned: dict[Any, set[str]] = {}
@@ -95,10 +98,9 @@ def test_unassigned_polls_fail_and_assign_resets_positions() -> None:
 
 
 def test_stored_queue_options_round_trip() -> None:
-    spec = TestSpec(seed=2, time_limit=2, workload="queue", acks="1", partitions=2, min_isr=1, unclean=True)
+    spec = TestSpec.of(seed=2, time_limit=2, workload="queue", acks="1", partitions=2, min_isr=1, unclean=True)
     doc = stored(simulate(spec))
-    assert doc["acks"] == 1  # as the producer sends it
+    assert doc["test"]["acks"] == "1"  # the test, embedded
     back, plan = from_schedule(doc)
-    assert (back.workload, back.acks, back.partitions, back.min_isr, back.unclean) == ("queue", "1", 2, 1, True)
-    assert back.replication_factor == spec.replication_factor
+    assert back == spec
     assert (plan.schedule, plan.ops) == (doc["nemesis"], doc["ops"])

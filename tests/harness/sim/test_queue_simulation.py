@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 
 from harness.core.spec import TestSpec
-from harness.sim.cluster import Simulation
 from harness.sim.runs import simulate
+from harness.sim.runtime import SimRuntime
 
 
 def run(seed: int, time_limit: float = 20.0, **kw: Any) -> dict[str, Any]:
-    checked = simulate(TestSpec(seed=seed, time_limit=time_limit, workload="queue", **kw), check_time_limit=60)
+    checked = simulate(TestSpec.of(seed=seed, time_limit=time_limit, workload="queue", **kw), check_time_limit=60)
     verdict = checked.results
     verdict["sim"] = checked.sim.stats
     return verdict
@@ -27,14 +27,14 @@ def test_safe_profile_run_is_valid_and_does_work() -> None:
 
 
 def test_same_seed_same_history() -> None:
-    a = Simulation(TestSpec(seed=3, time_limit=6, workload="queue")).run()
-    b = Simulation(TestSpec(seed=3, time_limit=6, workload="queue")).run()
+    a = SimRuntime(TestSpec(seed=3, time_limit=6, workload="queue")).run()
+    b = SimRuntime(TestSpec(seed=3, time_limit=6, workload="queue")).run()
     assert a.stats["history-sha256"] == b.stats["history-sha256"]
 
 
 def test_schedule_json_records_the_replica_assignment_the_main_phase_began_with() -> None:
     spec = TestSpec(seed=3, time_limit=2, workload="queue", nodes=3)
-    result = Simulation(spec).run()
+    result = SimRuntime(spec).run()
     doc = result.schedule_document(spec)
     assignment = doc["assignment"]
     assert sorted(assignment) == ["t0-0", "t0-1", "t0-2"]

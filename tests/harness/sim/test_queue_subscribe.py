@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from harness.core.spec import SpecError, TestSpec
-from harness.sim.cluster import Simulation
 from harness.sim.runs import simulate
+from harness.sim.runtime import SimRuntime
 from workloads.queue.groups import range_assignment
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def run(seed: int, time_limit: float = 20.0, **kw: Any) -> dict[str, Any]:
     kw = {k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()}
-    spec = TestSpec(seed=seed, time_limit=time_limit, workload="queue", nodes=5, sub_via="subscribe", **kw)
+    spec = TestSpec.of(seed=seed, time_limit=time_limit, workload="queue", nodes=5, sub_via="subscribe", **kw)
     checked = simulate(spec, check_time_limit=60)
     verdict = checked.results
     verdict["sim"] = checked.sim.stats
@@ -54,8 +54,8 @@ def test_subscribed_consumers_are_valid_and_do_work() -> None:
 
 
 def test_same_seed_same_history() -> None:
-    spec = TestSpec(seed=2, time_limit=6, workload="queue", nodes=5, sub_via="subscribe")
-    assert Simulation(spec).run().stats["history-sha256"] == Simulation(spec).run().stats["history-sha256"]
+    spec = TestSpec.of(seed=2, time_limit=6, workload="queue", nodes=5, sub_via="subscribe")
+    assert SimRuntime(spec).run().stats["history-sha256"] == SimRuntime(spec).run().stats["history-sha256"]
 
 
 def test_commit_stale_generation_is_caught() -> None:
@@ -107,11 +107,12 @@ def test_range_assignment() -> None:
 
 def test_sub_via_is_validated() -> None:
     with pytest.raises(SpecError, match="--sub-via"):
-        TestSpec(workload="queue", sub_via="both")
-    assert TestSpec(workload="register", sub_via="subscribe").sub_via == "assign"  # not a queue option
-    spec = TestSpec(workload="queue", sub_via="subscribe")
+        TestSpec.of(workload="queue", sub_via="both")
+    with pytest.raises(SpecError, match="no option.s. sub_via for --workload register"):
+        TestSpec.of(workload="register", sub_via="subscribe")  # not a register option
+    spec = TestSpec.of(workload="queue", sub_via="subscribe")
     assert spec.to_json()["sub-via"] == "subscribe" and TestSpec.from_json(spec.to_json()) == spec
-    assert "sub-via" not in TestSpec(workload="queue").to_json()
+    assert TestSpec(workload="queue").to_json()["sub-via"] == "assign"  # every option of the workload, stored
     r = subprocess.run(
         [sys.executable, "-m", "harness.cli", "test", "--workload", "queue", "--backend", "sim", "--sub-via", "x"],
         capture_output=True,

@@ -8,16 +8,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.core.checks import check_run
 from harness.core.spec import TestSpec
-from harness.sim.cluster import SimPlan, Simulation
+from harness.sim.cluster import SimPlan
+from harness.sim.runs import simulate
+from harness.sim.runtime import SimRuntime
 
 ALL = ["partition", "kill", "pause", "clock"]
 
 
 def run(seed: int, bugs: list[str] | None = None, time_limit: float = 15.0, **kw: Any) -> dict[str, Any]:
-    result = Simulation(TestSpec(seed=seed, time_limit=time_limit, bugs=bugs or [], **kw)).run()
-    verdict = check_run(result.recorder.history(), result.events, result.logs, result.invariants, "cas-register", 120)
+    checked = simulate(TestSpec.of(seed=seed, time_limit=time_limit, bugs=bugs or [], **kw))
+    result, verdict = checked.sim, checked.results
     verdict["sim"] = result.stats
     return verdict
 
@@ -25,15 +26,15 @@ def run(seed: int, bugs: list[str] | None = None, time_limit: float = 15.0, **kw
 @settings(max_examples=5, deadline=None)
 @given(st.integers(0, 2**31 - 1))
 def test_same_seed_same_history(seed: int) -> None:
-    a = Simulation(TestSpec(seed=seed, time_limit=8)).run()
-    b = Simulation(TestSpec(seed=seed, time_limit=8)).run()
+    a = SimRuntime(TestSpec(seed=seed, time_limit=8)).run()
+    b = SimRuntime(TestSpec(seed=seed, time_limit=8)).run()
     assert a.stats["history-sha256"] == b.stats["history-sha256"]
     assert a.events == b.events and a.schedule == b.schedule
 
 
 def test_different_seeds_differ() -> None:
-    a = Simulation(TestSpec(seed=1, time_limit=5)).run()
-    b = Simulation(TestSpec(seed=2, time_limit=5)).run()
+    a = SimRuntime(TestSpec(seed=1, time_limit=5)).run()
+    b = SimRuntime(TestSpec(seed=2, time_limit=5)).run()
     assert a.stats["history-sha256"] != b.stats["history-sha256"]
 
 
@@ -76,10 +77,10 @@ def test_each_bug_is_caught_within_a_few_seeds(bug: str) -> None:
 def test_stored_schedule_replays_byte_identically(bugs: list[str]) -> None:
     """schedule.json (nemesis events + every client op) drives the run again without the random source."""
     spec = TestSpec(seed=21, time_limit=12, bugs=bugs)
-    first = Simulation(spec).run()
+    first = SimRuntime(spec).run()
     doc = first.schedule_document(spec)
     assert doc["ops"] and all({"at", "client", "f", "key", "value", "node"} <= set(op) for op in doc["ops"])
-    again = Simulation(spec, SimPlan(schedule=doc["nemesis"], ops=doc["ops"])).run()
+    again = SimRuntime(spec, SimPlan(schedule=doc["nemesis"], ops=doc["ops"])).run()
     assert again.stats["history-sha256"] == first.stats["history-sha256"]
 
 
@@ -97,14 +98,14 @@ def test_a_clock_fault_moves_the_timers_that_read_the_wall_clock(clocks: str, so
         {"at": at, "client": 0, "f": "write", "key": "r1", "value": i, "node": f"n{i}"}
         for i, at in ((1, 2_500_000_000), (2, 2_800_000_000), (3, 3_100_000_000))
     ]
-    spec = TestSpec(seed=5, nodes=3, concurrency=1, time_limit=4, clock_source=source)
+    spec = TestSpec.of(seed=5, nodes=3, concurrency=1, time_limit=4, clock_source=source)
     plan = SimPlan([bump], writes, clocks=clocks)
-    sim = Simulation(spec, plan)
+    sim = SimRuntime(spec, plan)
     result = sim.run()
     after = [e for e in result.events if e["type"] == "state" and e["time"] >= sim.main_start + 30 * 10**9]
     epochs = {e["epoch"] for e in result.events if e["type"] == "state"}
     doc = result.schedule_document(spec, plan)
-    assert doc["clocks"] == clocks and doc["clock-source"] == source
+    assert doc["clocks"] == clocks and doc["test"]["kraftwerk"]["clock-source"] == source
     if clocks == "wall" and source == "monotonic":
         assert epochs == {0, 1} and after == []
         hw_times = [e["time"] for e in result.events if e["type"] == "hw"]
@@ -119,15 +120,15 @@ def test_without_clock_faults_the_clock_source_changes_nothing(seed: int) -> Non
     time until a clock fault moves it), so runs stored before clock.source replay unchanged."""
     digests = set()
     for source in ("wall", "monotonic"):
-        spec = TestSpec(seed=seed, time_limit=10, nemeses=("partition", "kill", "pause"), clock_source=source)
-        digests.add(Simulation(spec).run().stats["history-sha256"])
+        spec = TestSpec.of(seed=seed, time_limit=10, nemeses=("partition", "kill", "pause"), clock_source=source)
+        digests.add(SimRuntime(spec).run().stats["history-sha256"])
     assert len(digests) == 1
 
 
 def test_wall_clock_source_is_the_older_timers_mode() -> None:
     """clock.source=wall simulates clock faults as runs stored with "clocks": "timers" did: same history."""
     common: dict[str, Any] = {"seed": 7, "time_limit": 10, "nemeses": ("clock", "partition")}
-    a = Simulation(TestSpec(clock_source="wall", **common)).run()
-    b = Simulation(TestSpec(clock_source="monotonic", **common), SimPlan(clocks="timers")).run()
-    c = Simulation(TestSpec(clock_source="monotonic", **common)).run()
+    a = SimRuntime(TestSpec.of(clock_source="wall", **common)).run()
+    b = SimRuntime(TestSpec.of(clock_source="monotonic", **common), SimPlan(clocks="timers")).run()
+    c = SimRuntime(TestSpec.of(clock_source="monotonic", **common)).run()
     assert a.stats["history-sha256"] == b.stats["history-sha256"] != c.stats["history-sha256"]

@@ -1,4 +1,4 @@
-"""Fixtures for the pipeline tests: one Spark session for the whole test session."""
+"""The one Spark session of a test session (tests/conftest.py makes it a fixture for every test)."""
 
 from __future__ import annotations
 

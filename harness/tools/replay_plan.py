@@ -3,7 +3,7 @@
 A stored run (a real run, or a simulator run such as `RUN_DIR/minimal` with `--backend`) is
 turned into a `Plan`: its client operations (each at its time, on its node, from its client
 slot) and its fault events (at their times, with their targets, grudges and clock values).
-Each attempt is a normal real run (`harness.real.run.run_real`, through the same code path as
+Each attempt is a normal real run (`harness.core.run.run_test` on a `RealRuntime`, the code path of
 `kraftwerk test`) whose main phase is the plan instead of fresh random operations and faults;
 heal, recovery, final reads, collection and checking are the usual ones, and the attempt is
 stored like any run.
@@ -53,12 +53,14 @@ from pathlib import Path
 from typing import Any
 
 from checkers.errors import InputError
-from checkers.verdict import (
-    failing_key,
-)
+from checkers.registry import bad_anomalies
+from checkers.verdict import failing_key
+from harness.core.spec import TestSpec
 from harness.nemesis.schedule import HEAL, HEAL_ORDER
-from harness.sim.cluster import RAFT_CONFIG, RECOVERY_SECONDS
+from harness.sim.cluster import RAFT_CONFIG
+from harness.store.schedule import spec_of
 from workloads import generator as gen
+from workloads import registry as workloads
 
 SECOND = 1_000_000_000
 LAZY_FLUSH = "lazy-flush"  # the seeded bug whose timer is phased by the nodes' clock
@@ -93,8 +95,6 @@ QUEUE_INVARIANT_EQUIVALENTS: dict[str, tuple[str, ...]] = {
     **INVARIANT_EQUIVALENTS,
     "MajorityReachedHighWatermark": ("committed-divergence", "lost-write", "hw-regression"),
 }
-WORKLOADS = ("register", "queue")
-ACKS_NAMES = {-1: "all", 1: "1", 0: "0"}  # schedule.json's acks (the simulator's integers) → `--acks`
 
 
 @dataclass
@@ -103,12 +103,8 @@ class Plan:
 
     source: Path
     source_backend: str
-    workload: str
-    seed: int
-    nodes: int
-    concurrency: int
+    spec: TestSpec  # the stored run's test (harness.store.schedule)
     time_limit: float  # seconds of the main phase on the real cluster
-    bugs: list[str]
     nemeses: list[str]
     events: list[dict[str, Any]]  # {"at", "package", "f", "value"}, sorted by "at"
     ops: list[dict[str, Any]]  # {"at", "client", "f", "key", "value", "node"}, sorted by "at"
@@ -119,11 +115,33 @@ class Plan:
     assignment: dict[str, list[str]] = field(default_factory=dict)
     failing_key: str | None = None  # the key (register or partition) the stored run's checkers blamed first
     stored_anomalies: list[str] = field(default_factory=list)
-    test: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what the real cluster does differently
-    queue: dict[str, Any] = field(default_factory=dict)  # queue runs: acks, min-isr, replication-factor, …
-    settle: float = 0.0  # seconds from the heal to the final reads, at least (a simulator run's fixed pause)
     main_start: int | None = None  # a simulator run's: when its main phase began on the nodes' clocks (ns)
+
+    @property
+    def workload(self) -> str:
+        return self.spec.workload
+
+    @property
+    def seed(self) -> int:
+        return self.spec.seed
+
+    @property
+    def nodes(self) -> int:
+        return self.spec.nodes
+
+    @property
+    def concurrency(self) -> int:
+        return self.spec.concurrency
+
+    @property
+    def bugs(self) -> tuple[str, ...]:
+        return self.spec.bugs
+
+    @property
+    def kafka(self) -> bool:
+        """Whether the stored run's workload speaks Kafka (its partitions have leaders of their own)."""
+        return workloads.kind(self.spec.workload).api == "kafka"
 
     def phase_period(self) -> int | None:
         """The period (ns) of the nodes' clock-phased timers this run's bugs have, if any: the lazy-flush
@@ -148,7 +166,7 @@ class Plan:
         """The anomaly class that counts as a reproduction, and how simulator-only names were mapped."""
         out: set[str] = set()
         mapped = []
-        equivalents = QUEUE_INVARIANT_EQUIVALENTS if self.workload == "queue" else INVARIANT_EQUIVALENTS
+        equivalents = QUEUE_INVARIANT_EQUIVALENTS if self.kafka else INVARIANT_EQUIVALENTS
         for a in self.stored_anomalies:
             if a in equivalents:
                 out.update(equivalents[a])
@@ -200,19 +218,16 @@ def load_plan(run_dir: str | Path) -> Plan:
         raise InputError("not a run directory", str(d))
     test = _read_json(d / "test.json")
     doc = _read_json(d / "schedule.json")
-    for name in ("seed", "nodes", "concurrency", "time-limit", "nemesis", "ops"):
-        if name not in doc:
-            raise InputError(f"schedule.json has no {name!r} (written by an older kraftwerk?)", str(d))
-    workload = doc.get("workload") or test.get("workload", "register")
-    if workload not in WORKLOADS:
-        raise InputError(
-            f"the run uses the {workload!r} workload; replaying on a real cluster supports {' and '.join(WORKLOADS)}",
-            str(d),
-        )
-    queue = workload == "queue"
+    try:
+        spec = spec_of(doc, test)
+    except InputError as e:
+        raise InputError(str(e), str(d)) from None
+    if not isinstance(test, dict):
+        raise InputError("test.json: not a JSON object", str(d))
+    queue = workloads.kind(spec.workload).api == "kafka"
     source_backend = str(test.get("backend", "sim"))
-    nodes, concurrency = int(doc["nodes"]), int(doc["concurrency"])
-    limit = float(doc["time-limit"])
+    nodes, concurrency = spec.nodes, spec.concurrency
+    limit = spec.time_limit
     end = int(limit * SECOND)
     names = [f"n{i}" for i in range(1, nodes + 1)]
     notes: list[str] = []
@@ -247,7 +262,7 @@ def load_plan(run_dir: str | Path) -> Plan:
         leader = leader_at
     if source_backend == "sim":
         notes.append(
-            f"the final reads wait {RECOVERY_SECONDS:g} s after the heal, as the simulator's do (a fault's late "
+            f"the final reads wait at least {spec.settle:g} s after the heal, as the stored run's did (a fault's late "
             "consequences, such as a broker fenced after the heal, show before them)"
         )
     events = []
@@ -287,19 +302,19 @@ def load_plan(run_dir: str | Path) -> Plan:
     order(ops, events, history, concurrency)
     for item in ops + events:
         item["at"] = max(0, item["at"] - shift)
-    nemeses = sorted({e["package"] for e in events} | set(test.get("nemesis", []) if source_backend != "sim" else []))
+    # a real run heals (and sets up) every package its test had, faults or not
+    nemeses = sorted(
+        {e["package"] for e in events}
+        | (set(spec.nemeses) | set(test.get("nemesis") or []) if source_backend != "sim" else set())
+    )
     results_path = d / "results.json"
     results = _read_json(results_path) if results_path.exists() else {}
-    stored = results.get("anomaly-types", [])
+    stored = bad_anomalies(results) if results else []  # the anomalies that failed it, not those its test allowed
     return Plan(
         source=d,
         source_backend=source_backend,
-        workload=workload,
-        seed=int(doc["seed"]),
-        nodes=nodes,
-        concurrency=concurrency,
+        spec=spec,
         time_limit=max(0.1, (end - shift) / SECOND),  # the heal starts when it did in the stored run
-        bugs=sorted(set(doc.get("bugs", test.get("bugs", [])))),
         nemeses=nemeses,
         events=events,
         ops=ops,
@@ -309,10 +324,7 @@ def load_plan(run_dir: str | Path) -> Plan:
         assignment=stored_assignment(doc, names, d) if queue and source_backend == "sim" else {},
         failing_key=failing_key(results),
         stored_anomalies=list(stored),
-        test=test,
         notes=notes,
-        queue=queue_options(doc, test, nodes) if queue else {},
-        settle=RECOVERY_SECONDS if source_backend == "sim" else 0.0,
         main_start=int(doc["main-start"]) if source_backend == "sim" and "main-start" in doc else None,
     )
 
@@ -340,25 +352,6 @@ def _from_origin(
     return [{**r, "time": int(r.get("time", 0)) - origin} for r in history]
 
 
-def queue_options(doc: Mapping[str, Any], test: Mapping[str, Any], nodes: int) -> dict[str, Any]:
-    """The topic and producer options of a stored queue run, as `kraftwerk test` names them (`--acks` …)."""
-
-    def get(name: str, default: Any) -> Any:
-        return doc.get(name, test.get(name, default))
-
-    acks = get("acks", "all")
-    if isinstance(acks, int):
-        acks = ACKS_NAMES.get(acks, str(acks))
-    return {
-        "acks": str(acks),
-        "partitions": int(get("partitions", 3)),
-        "replication-factor": int(get("replication-factor", min(3, nodes))),
-        "min-isr": int(get("min-isr", 2)),
-        "unclean": bool(get("unclean", False)),
-        "allow": list(test.get("allow", [])),
-    }
-
-
 def rename(value: Any, mapping: Mapping[str, str]) -> Any:
     """A schedule value with node names mapped (lists, grudges, clock changes; `leader`/`all` kept)."""
     if isinstance(value, str):
@@ -384,8 +377,12 @@ def first_partition_leaders(events: Sequence[Mapping[str, Any]]) -> dict[str, st
 
 
 def stored_assignment(doc: Mapping[str, Any], names: Sequence[str], d: Path) -> dict[str, list[str]]:
-    """schedule.json's "assignment" (partition -> replica nodes, leader first); {} for runs stored before it."""
+    """schedule.json's "assignment" of the workload's topic (partition -> replica nodes, leader first): not the
+    brokers' internal topics' (`__transaction_state`, `__consumer_offsets`, which the brokers place themselves);
+    {} for runs stored before it."""
     raw = doc.get("assignment") or {}
+    if isinstance(raw, dict):
+        raw = {part: replicas for part, replicas in raw.items() if not str(part).startswith("__")}
     if not isinstance(raw, dict):
         raise InputError("schedule.json: assignment is not an object", str(d))
     out: dict[str, list[str]] = {}
@@ -419,7 +416,7 @@ def renaming(plan: Plan, leader: str | None, partition_leaders: Mapping[str, str
     fresh = dict(partition_leaders or {})
     used = {o["key"] for o in plan.ops if o.get("key") is not None}
     names = plan.names
-    rf = int((plan.queue or {}).get("replication-factor", 0))
+    rf = int(getattr(plan.spec.workload_options, "replication_factor", 0))
     wants: list[tuple[int, str, str]] = []  # (weight, stored node, fresh node)
     for part, stored in plan.partition_leaders.items():
         if part in fresh:
