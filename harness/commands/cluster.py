@@ -64,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "bound); docker nodes are containers (node image built if missing) and netns nodes network namespaces "
         "(root), each listening on its cluster address at 9092, reachable from this machine. "
         f"Clusters use {local.LOCAL_DEFAULTS} unless overridden. "
-        "Exit code: 0 up, 254 bad options, 255 the cluster did not come up (nothing is left running).",
+        "A DIR that held an earlier cluster is refused unless --fresh (a running one: 'cluster down' first). "
+        "Exit code: 0 up, 254 bad options or a used DIR, 255 the cluster did not come up (nothing is left running).",
     )
     up.add_argument(
         "--backend",
@@ -91,6 +92,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a node.properties setting for every node (repeatable), e.g. min.insync.replicas=2",
     )
     up.add_argument("--timeout", type=positive_float, default=30.0, metavar="S", help="wait at most S s (default 30)")
+    up.add_argument(
+        "--fresh",
+        action="store_true",
+        help="DIR held an earlier cluster: remove what it left there (its state file and node directories) and "
+        "start a new one; without --fresh such a DIR is refused, so an old raft log never comes back",
+    )
 
     kill = sub.add_parser(
         "kill",
@@ -137,6 +144,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _say(message: str) -> None:
+    print(f"kraftwerk cluster up: {message}", file=sys.stderr, flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run one ``kraftwerk cluster`` action; returns the exit code."""
     action = getattr(args, "cluster_command", None)
@@ -153,7 +164,14 @@ def run(args: argparse.Namespace) -> int:
                 )
                 return local.EXIT_BAD_INPUT
             result = remote.up(
-                args.dir, args.backend, args.nodes, bugs=args.bug, overrides=dict(args.override), timeout=args.timeout
+                args.dir,
+                args.backend,
+                args.nodes,
+                bugs=args.bug,
+                overrides=dict(args.override),
+                timeout=args.timeout,
+                fresh=args.fresh,
+                say=_say,
             )
         elif action == "up":
             result = local.up(
@@ -163,6 +181,8 @@ def run(args: argparse.Namespace) -> int:
                 base_port=args.base_port,
                 overrides=dict(args.override),
                 timeout=args.timeout,
+                fresh=args.fresh,
+                say=_say,
             )
         elif action == "down" and args.dir is None:
             result = remote.down_everything(args.cluster)

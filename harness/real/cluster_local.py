@@ -17,10 +17,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from harness.db.nodes import (
 from harness.real.backends.base import BackendError
 from harness.real.backends.local import LocalBackend
 
-__all__ = ["LOCAL_DEFAULTS", "ClusterError", "LocalCluster", "down", "kill", "start", "up"]
+__all__ = ["LOCAL_DEFAULTS", "ClusterError", "LocalCluster", "clear_earlier", "down", "kill", "start", "up"]
 
 STATE_FILE = "cluster.json"
 LOCAL_DEFAULTS = BROKER_DEFAULTS
@@ -261,6 +262,42 @@ def _record(cluster: LocalCluster, state: str, states: Mapping[int, str], last: 
 # --- `kraftwerk cluster` verbs ----------------------------------------------------------------
 
 
+def to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def clear_earlier(directory: Path, fresh: bool, say: Callable[[str], None]) -> None:
+    """What ``up`` does with a directory that held a cluster that is no longer running (any backend).
+
+    Without ``fresh`` it refuses (254): the old raft log and broker registrations would come back with
+    the new nodes. With ``fresh`` it removes what that cluster left in ``directory`` (its state file and
+    the node directories it recorded there; nothing else) and says so through ``say``."""
+    state = directory / STATE_FILE
+    if not state.exists():
+        return
+    if not fresh:
+        raise ClusterError(
+            f"{directory} holds the data of an earlier cluster (its raft log and broker registrations would "
+            f"come back); pass --fresh to remove it and start a new cluster, or restart that cluster's nodes "
+            f"with 'kraftwerk cluster start --dir {directory} --node ID'",
+            EXIT_BAD_INPUT,
+        )
+    try:
+        doc = json.loads(state.read_text(encoding="utf-8"))
+        hosts = doc.get("hosts") if isinstance(doc, dict) else None
+    except (OSError, ValueError):
+        hosts = None
+    removed: list[str] = []
+    for host in hosts if isinstance(hosts, list) else ():
+        workdir = Path(str(host.get("workdir", ""))) if isinstance(host, dict) else None
+        if workdir is not None and workdir.is_dir() and workdir.resolve().parent == directory:
+            shutil.rmtree(workdir)
+            removed.append(workdir.name + "/")
+    state.unlink()
+    removed.append(STATE_FILE)
+    say(f"removed the earlier cluster's data in {directory}: {', '.join(removed)}")
+
+
 def up(
     directory: Path,
     n: int,
@@ -270,9 +307,12 @@ def up(
     overrides: Mapping[str, str] | None = None,
     timeout: float = 30.0,
     python: str = sys.executable,
+    fresh: bool = False,
+    say: Callable[[str], None] = to_stderr,
 ) -> dict[str, Any]:
     """Start ``n`` nodes and wait (at most ``timeout`` s) until they form a working cluster.
-    Returns the JSON object of docs/formats.md "cluster up output". On failure every started node is killed."""
+    Returns the JSON object of docs/formats.md "cluster up output". On failure every started node is killed.
+    A directory that held an earlier cluster is refused unless ``fresh`` (`clear_earlier`)."""
     directory = Path(directory).resolve()
     bug_list = sorted(set(bugs))
     unknown = unknown_bugs(bug_list)
@@ -290,6 +330,7 @@ def up(
                 f"run 'kraftwerk cluster down --dir {directory}' first",
                 EXIT_BAD_INPUT,
             )
+    clear_earlier(directory, fresh, say)
     settings = {**LOCAL_DEFAULTS, **(overrides or {})}
     problem = check_settings(settings)
     if problem:

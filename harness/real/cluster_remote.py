@@ -19,14 +19,14 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from harness.db.nodes import BUGS, NodeDB, PartitionLeaderError, check_settings, unknown_bugs
 from harness.real.backends import registry
 from harness.real.backends.base import Backend, BackendError, Host
-from harness.real.cluster_local import EXIT_BAD_INPUT, LOCAL_DEFAULTS, ClusterError
+from harness.real.cluster_local import EXIT_BAD_INPUT, LOCAL_DEFAULTS, ClusterError, clear_earlier, to_stderr
 from harness.real.control.base import ControlError
 
 STATE_FILE = "cluster.json"
@@ -106,9 +106,12 @@ def up(
     bugs: Iterable[str] = (),
     overrides: Mapping[str, str] | None = None,
     timeout: float = 30.0,
+    fresh: bool = False,
+    say: Callable[[str], None] = to_stderr,
 ) -> dict[str, Any]:
     """Create and start an ``n``-node docker or netns cluster; the JSON object of docs/formats.md "cluster up output".
-    On failure everything created is removed."""
+    On failure everything created is removed. A directory that held an earlier cluster is refused unless
+    ``fresh`` (`harness.real.cluster_local.clear_earlier`)."""
     directory = Path(directory).resolve()
     bug_list = sorted(set(bugs))
     unknown = unknown_bugs(bug_list)
@@ -124,6 +127,7 @@ def up(
                 f"{directory} already holds a cluster; run 'kraftwerk cluster down --dir {directory}' first",
                 EXIT_BAD_INPUT,
             )
+    clear_earlier(directory, fresh, say)
     settings = {**LOCAL_DEFAULTS, **(overrides or {})}
     problem = check_settings(settings)
     if problem:

@@ -145,3 +145,38 @@ def test_down_without_dir_removes_what_a_crashed_command_left(tmp_path: Path) ->
     assert r.returncode == 0, r.stderr
     assert any(cid in item for item in json.loads(r.stdout)["removed"])
     assert realtest.leftovers(cid) == []
+
+
+@pytest.mark.slow
+def test_up_on_a_used_dir_is_refused_unless_fresh_and_fresh_serves_only_the_new_brokers(tmp_path: Path) -> None:
+    """The earlier cluster's raft log would bring its broker registrations (and ports) back: refused, or removed."""
+    from kafka import KafkaAdminClient
+
+    directory = tmp_path / "c"
+    try:
+        first = kraftwerk("cluster", "up", "--backend", "local", "--nodes", "1", "--dir", str(directory))
+        assert first.returncode == 0, first.stderr
+        old_port = json.loads(first.stdout)["nodes"][0]["port"]
+        assert kraftwerk("cluster", "down", "--dir", str(directory)).returncode == 0
+
+        refused = kraftwerk("cluster", "up", "--backend", "local", "--nodes", "1", "--dir", str(directory))
+        assert refused.returncode == 254 and "--fresh" in refused.stderr and refused.stdout == ""
+        assert (directory / "n1" / "data").is_dir()  # refusing loses nothing
+
+        fresh = kraftwerk(
+            "cluster", "up", "--backend", "local", "--nodes", "1", "--dir", str(directory), "--fresh",
+            "--base-port", str(old_port + 10),
+        )  # fmt: skip
+        assert fresh.returncode == 0, fresh.stderr
+        assert "removed the earlier cluster's data" in fresh.stderr and "n1/" in fresh.stderr
+        doc = json.loads(fresh.stdout)
+        assert doc["nodes"][0]["port"] == old_port + 10
+        admin = KafkaAdminClient(bootstrap_servers=doc["bootstrap"], request_timeout_ms=10_000)
+        try:
+            brokers = admin.describe_cluster()["brokers"]
+        finally:
+            admin.close()
+        assert [(b["host"], b["port"]) for b in brokers] == [(doc["nodes"][0]["host"], old_port + 10)]
+    finally:
+        if (directory / "cluster.json").exists():
+            cluster_local.down(directory, timeout=5)
