@@ -32,6 +32,7 @@ COMMANDS = (
     "serve",
     "image",
     "report",
+    "export",
     "cluster",
     "spark",
 )

@@ -19,7 +19,7 @@ from typing import Any
 
 from checkers.errors import InputError
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, compose, exit_code, worst_exit
-from harness.core.argtypes import positive_float, positive_int
+from harness.core.argtypes import OldSpelling, positive_float, positive_int
 
 CHECK_MODELS = ("auto", "cas-register", "register", "kv-append", "mutex", "multi-register", "queue", "epochs")
 HELP = "check recorded histories (JSONL, Jepsen EDN, Jepsen logs) or run directories"
@@ -48,11 +48,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="history format (default: auto — from the file name and contents)",
     )
     p.add_argument(
+        "--check-time-limit",
         "--time-limit",
+        action=OldSpelling,
+        dest="time_limit",
         type=positive_float,
         default=None,
         metavar="S",
-        help="give up on a file after S seconds with valid=unknown (default: no limit)",
+        help="give up on a file after S seconds with valid=unknown (default: no limit; a RUN_DIR: the run's own "
+        "checker budget). --time-limit is the old, deprecated spelling",
     )
     p.add_argument(
         "--memory-limit",

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
+from collections.abc import Sequence
+from typing import Any
 
 
 class UsageError(Exception):
@@ -16,6 +19,26 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}")
+
+
+class OldSpelling(argparse.Action):
+    """An option whose last option string is its old spelling: it still works for one release, with a warning
+    on stderr naming the new one (`p.add_argument("--new", "--old", action=OldSpelling, …)`)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        old, new = self.option_strings[-1], self.option_strings[0]
+        if option_string == old:
+            print(
+                f"{parser.prog}: {old} is deprecated, use {new} (the old spelling goes in a later release)",
+                file=sys.stderr,
+            )
+        setattr(namespace, self.dest, values)
 
 
 SPARK_MASTER = re.compile(r"^(local(\[(\*|[1-9][0-9]*)\])?|spark://[^\s/:]+:[0-9]+)$")

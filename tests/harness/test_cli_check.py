@@ -41,7 +41,7 @@ def test_quiet_has_no_summary() -> None:
 
 def test_unknown_exit_2() -> None:
     path = HISTORIES / "porcupine/test_data/kv/c50-bad.txt"
-    r = kraftwerk("check", str(path), "--time-limit", "0.000001", "--jobs", "1")
+    r = kraftwerk("check", str(path), "--check-time-limit", "0.000001", "--jobs", "1")
     [out] = jsonl(r.stdout)
     if out["valid"] == "unknown":  # the refutation may still win inside the first quantum
         assert r.returncode == 2
@@ -74,7 +74,7 @@ def test_bad_input_does_not_hide_other_files(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["check"], ["check", "x", "--model", "nope"], ["check", "x", "--time-limit", "-1"], ["frobnicate"], []],
+    [["check"], ["check", "x", "--model", "nope"], ["check", "x", "--check-time-limit", "-1"], ["frobnicate"], []],
 )
 def test_bad_arguments_exit_254(args: list[str]) -> None:
     r = kraftwerk(*args)
@@ -85,8 +85,16 @@ def test_bad_arguments_exit_254(args: list[str]) -> None:
 def test_help_explains_itself() -> None:
     r = kraftwerk("check", "--help")
     assert r.returncode == 0
-    for word in ("--model", "--format", "--time-limit", "--html", "Exit code"):
+    for word in ("--model", "--format", "--check-time-limit", "--html", "Exit code"):
         assert word in r.stdout
+
+
+def test_the_old_time_limit_spelling_still_works_with_a_warning() -> None:
+    path = HISTORIES / "porcupine/test_data/kv/c50-bad.txt"
+    r = kraftwerk("check", str(path), "--time-limit", "0.000001", "--jobs", "1", "-q")
+    assert r.returncode in (1, 2)
+    assert "--time-limit is deprecated, use --check-time-limit" in r.stderr
+    assert "deprecated" not in kraftwerk("check", str(path), "--check-time-limit", "0.000001", "-q").stderr
 
 
 def test_empty_file_is_a_clear_error() -> None:
