@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from dataclasses import replace
 
-from checkers.verdict import EXIT_BAD_INPUT, exit_code
+from checkers.verdict import EXIT_BAD_INPUT, EXIT_VALID, exit_code
+from harness.core.argtypes import positive_int
 from harness.core.spec import SpecError, TestSpec
 from harness.core.spec import add_arguments as add_test_arguments
 from harness.core.spec import from_args as spec_from_args
@@ -28,10 +29,11 @@ DESCRIPTION = (
     "history is checked. The run is stored under --store (test.json, history.jsonl, "
     "events.jsonl, logs/, schedule.json, results.json)."
 )
-if TYPE_CHECKING:
-    pass
-
-EPILOG = "Exit code: 0 valid, 1 invalid, 2 unknown, 254 bad arguments, 255 internal error."
+EPILOG = (
+    "With --test-count N the test runs N times, seeds --seed, --seed+1, …, and stops at the first run that is "
+    "not valid (its seed and reproduce command are printed); the exit code is that run's, or 0. "
+    "Exit code: 0 valid, 1 invalid, 2 unknown, 254 bad arguments, 255 internal error."
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,6 +41,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_test_arguments(p)
     p.add_argument("--store", default="store", metavar="DIR", help="where runs are stored (default ./store)")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the final line")
+    p.add_argument(
+        "--test-count",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="run the test N times with seeds --seed, --seed+1, …; stop at the first run that is not valid "
+        "(as Jepsen's --test-count; default 1)",
+    )
 
 
 def build_spec(args: argparse.Namespace) -> TestSpec:
@@ -66,12 +76,33 @@ def reproduce_command(spec: TestSpec) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """`kraftwerk test`: build the TestSpec, run it on its backend, store and check it."""
+    """`kraftwerk test`: build the TestSpec, run it on its backend (--test-count times), store and check it."""
     try:
         spec = build_spec(args)
     except SpecError as e:
         print(f"kraftwerk test: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    count = args.test_count
+    for i in range(count):
+        one = replace(spec, seed=(spec.seed + i) % 2**31)
+        if count > 1 and not args.quiet:
+            print(f"kraftwerk test: run {i + 1} of {count}, seed {one.seed}", file=sys.stderr, flush=True)
+        code = run_one(one, args)
+        if code != EXIT_VALID:
+            if count > 1:
+                print(
+                    f"kraftwerk test: run {i + 1} of {count} (seed {one.seed}) is not valid (exit {code}); "
+                    f"stopped. Reproduce: {reproduce_command(one)}",
+                    file=sys.stderr,
+                )
+            return code
+    if count > 1:
+        print(f"kraftwerk test: all {count} runs valid (seeds {spec.seed}…{(spec.seed + count - 1) % 2**31})")
+    return EXIT_VALID
+
+
+def run_one(spec: TestSpec, args: argparse.Namespace) -> int:
+    """One test: store it under ``args.store``, run it, print and return its verdict's exit code."""
     try:
         run_dir = new_run(args.store, spec.name)
     except (OSError, ValueError) as e:

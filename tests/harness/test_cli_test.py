@@ -65,6 +65,26 @@ def test_seeded_bug_is_invalid(tmp_path: Path) -> None:
     assert "Analysis invalid" in r.stderr
 
 
+def test_test_count_runs_seed_after_seed_and_stops_at_the_first_failure(tmp_path: Path) -> None:
+    # stale-read with 2 s of main phase: seed 1 is valid, seed 2 invalid (seed 3 would be valid again)
+    r = kraftwerk(
+        "test", "--time-limit", "2", "--seed", "1", "--bug", "stale-read", "--test-count", "4", "--store", str(tmp_path)
+    )
+    assert r.returncode == 1, r.stderr
+    assert stored_seeds(tmp_path) == [1, 2]
+    assert "run 2 of 4 (seed 2) is not valid (exit 1); stopped" in r.stderr and "--seed 2 --bug stale-read" in r.stderr
+
+    clean = kraftwerk("test", "--time-limit", "2", "--seed", "10", "--test-count", "3", "--store", str(tmp_path / "c"))
+    assert clean.returncode == 0, clean.stderr
+    assert "all 3 runs valid (seeds 10…12)" in clean.stdout
+    assert stored_seeds(tmp_path / "c") == [10, 11, 12]
+
+
+def stored_seeds(store: Path) -> list[int]:
+    runs = [d for d in (store / "register-sim").iterdir() if not d.is_symlink()]  # not `latest`
+    return sorted(json.loads((d / "test.json").read_text())["seed"] for d in runs)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
