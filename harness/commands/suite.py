@@ -15,6 +15,7 @@ from checkers.verdict import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_VALID
 from harness.core.argtypes import master_problem
 from harness.tools.suite import (
     _STYLE,
+    QUICK_TIME_LIMIT,
     Runner,
     SuiteError,
     _counts,
@@ -44,6 +45,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--dry-run", action="store_true", help="list the runs the suite would start, and exit")
     p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"the suite scaled down, to check that it still parses and runs: every combination once (its first "
+        f"seed), at most {QUICK_TIME_LIMIT} s of main phase each, seeded bugs not required to be caught",
+    )
+    p.add_argument(
         "--master",
         default=None,
         metavar="URL",
@@ -57,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     try:
-        suite = load_suite(args.suite)
+        suite = load_suite(args.suite, quick=args.quick)
     except SuiteError as e:
         print(f"kraftwerk suite: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

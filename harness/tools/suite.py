@@ -64,6 +64,9 @@ STRUCTURAL = frozenset({"name", "workloads", "nemeses", "backends", "seeds", "ex
 MANAGED = frozenset({"workload", "nemesis", "backend", "seed", "store", "name", "quiet", "help"})
 EXPECT = ("valid", "invalid", "any")
 DEFAULT_TIMEOUT = 600.0
+# `--quick`: every combination once (its first seed), at most this many seconds of main phase, and a seeded
+# bug's `expect = "invalid"` relaxed to "any" (so short a run need not catch it): does the suite still run?
+QUICK_TIME_LIMIT = 10
 STATUSES = ("passed", "failed", "unknown", "crashed", "skipped")
 
 
@@ -210,8 +213,10 @@ def _test_name(workload: str, backend: str, nemeses: list[str], opts: list[str],
     return "-".join(parts)
 
 
-def load_suite(path: str | os.PathLike[str]) -> Suite:
-    """Read, validate and expand a suite file; raise SuiteError with a clear message on any problem."""
+def load_suite(path: str | os.PathLike[str], quick: bool = False) -> Suite:
+    """Read, validate and expand a suite file; raise SuiteError with a clear message on any problem.
+    `quick`: the suite scaled down (`QUICK_TIME_LIMIT`, each combination once) to check that it still parses and
+    runs."""
     p = Path(path)
     try:
         doc = tomllib.loads(p.read_text(encoding="utf-8"))
@@ -269,6 +274,12 @@ def load_suite(path: str | os.PathLike[str]) -> Suite:
         expect = entry.get("expect", "valid")
         if expect not in EXPECT:
             raise SuiteError(f"{where}: expect must be one of {', '.join(EXPECT)}, got {expect!r}")
+        if quick:
+            expect = "any" if expect == "invalid" else expect
+            limit = entry.get("time-limit", arg_defaults["time_limit"])
+            entry["time-limit"] = [
+                min(v, QUICK_TIME_LIMIT) if isinstance(v, (int, float)) else v for v in _as_list(limit)
+            ]
         skip = entry.get("skip")
         if skip is not None and (not isinstance(skip, str) or not skip):
             raise SuiteError(f"{where}: skip must be a reason (a non-empty string)")
@@ -288,7 +299,7 @@ def load_suite(path: str | os.PathLike[str]) -> Suite:
         for key in option_keys:
             opt = "bug" if key == "bugs" else key
             dims.append((opt, _option_values(opt, options[opt], entry[key], where)))
-        seeds = _seeds(entry.get("seeds", suite_seeds), where)
+        seeds = _seeds(entry.get("seeds", suite_seeds), where)[: 1 if quick else None]
         for combo in itertools.product(*(values for _, values in dims)):
             argv = [a for frag in combo for a in frag]
             opts = [a for frag in combo[3:] for a in frag]
@@ -319,6 +330,9 @@ def load_suite(path: str | os.PathLike[str]) -> Suite:
                         spec=replace(spec, seed=seed, name=test_name),
                     )
                 )
+    if quick:  # a combination that two entries share runs once
+        firsts = {run.config: run for run in reversed(runs)}
+        runs = [replace(run, index=i) for i, run in enumerate(r for r in runs if firsts[r.config] is r)]
     description = head.get("description", "")
     return Suite(name=name, path=str(p), description=str(description), parallel=parallel, store=store, runs=runs)
 
