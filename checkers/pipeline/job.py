@@ -47,6 +47,7 @@ NEMESIS_PACKAGES = {
 }
 ROLLUPS = (
     "config_daily",
+    "bug_detection",
     "anomaly_daily",
     "anomaly_by_config",
     "availability",
@@ -776,6 +777,7 @@ def compute_rollups(spark: Any, out: Path, slowest: int = 25) -> dict[str, list[
     kc = read_table(spark, out, "key_checks")
     errs = read_table(spark, out, "errors")
     configs = verdicts.select("run_id", "config", "run_dir")
+    bugs = read_table(spark, out, "runs").select("run_id", "bugs").dropDuplicates(["run_id"])
     n = F.count(F.lit(1))
 
     def count_if(cond: Any) -> Any:
@@ -791,6 +793,17 @@ def compute_rollups(spark: Any, out: Path, slowest: int = 25) -> dict[str, list[
         )
         .withColumn("pass_rate", F.col("valid") / F.col("runs"))
         .orderBy("config", "date"),
+        # a seeded bug's detection rate by night: of the runs with the bug on, how many were invalid
+        "bug_detection": verdicts.join(bugs, "run_id")
+        .select("date", "valid", F.explode("bugs").alias("bug"))
+        .groupBy("bug", "date")
+        .agg(
+            n.alias("runs"),
+            count_if(F.col("valid") == "false").alias("caught"),
+            count_if(F.col("valid") == "unknown").alias("unknown"),
+        )
+        .withColumn("rate", F.col("caught") / F.col("runs"))
+        .orderBy("bug", "date"),
         "anomaly_daily": verdicts.select("date", F.explode("anomaly_types").alias("anomaly"))
         .groupBy("date", "anomaly")
         .agg(n.alias("runs"))

@@ -1,8 +1,8 @@
 """`kraftwerk analyze STORE --out DIR`: the PySpark pipeline over many runs, then the nightly report.
 
 The pipeline (`checkers.pipeline.job`) writes Parquet tables and roll-ups into DIR; this module turns
-the roll-ups into `DIR/report.html` with PNG trend plots in `DIR/plots/` (matplotlib, Agg): pass rate
-per configuration over nights, anomaly trends, availability and latency inside and outside fault
+the roll-ups into `DIR/report.html` with PNG trend plots in `DIR/plots/` (matplotlib, Agg): each seeded
+bug's detection rate and its trend over nights, pass rate per configuration over nights, anomaly trends, availability and latency inside and outside fault
 windows, the slowest checks, and every failing run with links to its files and its reproduce command.
 Links are relative, so the report works from disk and through `kraftwerk serve` alike.
 """
@@ -64,6 +64,21 @@ def _plots(rollups: dict[str, list[dict[str, Any]]], out: Path, ids: dict[str, s
         ax.legend(fontsize=6, loc="lower left")
         ax.tick_params(axis="x", labelrotation=30, labelsize=7)
         save(fig, "pass_rate.png")
+
+    detection = rollups.get("bug_detection", [])
+    if detection:
+        dates = sorted({r["date"] for r in detection})
+        fig, ax = plt.subplots(figsize=(10, 4))
+        for bug in sorted({r["bug"] for r in detection}):
+            series = {r["date"]: r["rate"] for r in detection if r["bug"] == bug}
+            xs = [d for d in dates if d in series]
+            ax.plot(xs, [series[d] for d in xs], marker="o", label=bug)
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_ylabel("detection rate (invalid / runs)")
+        ax.set_title("Seeded bugs: detection rate by night")
+        ax.legend(fontsize=7, loc="lower left")
+        ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+        save(fig, "bug_detection.png")
 
     anomalies = rollups.get("anomaly_daily", [])
     if anomalies:
@@ -153,6 +168,32 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], empty: str = "
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _bug_rows(rollups: dict[str, list[dict[str, Any]]]) -> list[list[str]]:
+    """Per seeded bug: its runs and catches over every night, its last two nights' rates and the trend."""
+    by_bug: dict[str, list[dict[str, Any]]] = {}
+    for r in rollups.get("bug_detection", []):
+        by_bug.setdefault(r["bug"], []).append(r)
+    rows = []
+    for bug, nights in sorted(by_bug.items()):
+        nights.sort(key=lambda r: r["date"])
+        runs, caught = sum(r["runs"] for r in nights), sum(r["caught"] for r in nights)
+        last = nights[-1]
+        before = nights[-2] if len(nights) > 1 else None
+        trend = "" if before is None else "↑" if last["rate"] > before["rate"] else "↓" if last["rate"] < before["rate"] else "="
+        rows.append(
+            [
+                f"<code>{_e(bug)}</code>",
+                _e(runs),
+                _e(caught),
+                _e(f"{caught / runs:.0%}"),
+                _e(f"{last['rate']:.0%} ({last['caught']}/{last['runs']}, {last['date']})"),
+                _e(f"{before['rate']:.0%} ({before['caught']}/{before['runs']}, {before['date']})") if before else "",
+                f"<b>{trend}</b>" if trend == "↓" else _e(trend),
+            ]
+        )
+    return rows
+
+
 def write_report(
     rollups: dict[str, list[dict[str, Any]]],
     out: str | os.PathLike[str],
@@ -225,7 +266,10 @@ def write_report(
             rows,
         )
     )
+    parts.append("<h2>Seeded bugs: detection rate</h2>")
+    parts.append(_table(["bug", "runs", "caught", "rate", "last night", "night before", "trend"], _bug_rows(rollups)))
     for key, title in (
+        ("bug_detection", "Seeded bugs: detection rate by night"),
         ("pass_rate", "Pass rate per configuration over nights"),
         ("anomalies", "Anomaly trends"),
         ("availability", "Availability and latency, inside vs outside fault windows"),

@@ -141,6 +141,17 @@ def test_rollups(store: dict[str, Any], first: tuple[Any, Path]) -> None:
         assert 0 <= x["ok_fraction"] <= 1 and (x["p50_ms"] or 0) <= (x["p99_ms"] or 0)
     assert r["first_anomaly"][0]["invalid_runs"] == 1
     assert r["mismatches"] == []
+    # stale-read: the lucky copy (2026-11-01) missed it, the run of today caught it
+    old, new = r["bug_detection"]
+    assert (old["bug"], str(old["date"]), old["runs"], old["caught"], old["rate"]) == (
+        "stale-read",
+        "2026-11-01",
+        1,
+        0,
+        0,
+    )
+    assert (new["bug"], new["runs"], new["caught"], new["unknown"], new["rate"]) == ("stale-read", 1, 1, 0, 1)
+    assert str(new["date"]) > "2026-11-01"
     assert len(r["slowest_checks"]) > 5
     assert r["slowest_checks"][0]["seconds"] >= r["slowest_checks"][-1]["seconds"]
     assert sorted(p.name for p in (out / "rollups").iterdir()) == sorted(f"{n}.parquet" for n in r if n != "totals")
@@ -155,7 +166,10 @@ def test_report(store: dict[str, Any], first: tuple[Any, Path]) -> None:
     link = urllib.parse.quote(os.path.relpath(bug.resolve() / "results.json", out.resolve()))
     assert f'href="{link}"' in text
     assert "--bug stale-read" in text and "flaky" in text
-    for png in ("pass_rate", "anomalies", "slowest_checks", "availability"):
+    detection = text[text.index("Seeded bugs: detection rate</h2>") :]
+    assert "<code>stale-read</code></td><td>2</td><td>1</td><td>50%</td><td>100% (1/1," in detection
+    assert "0% (0/1, 2026-11-01)</td><td>↑</td>" in detection
+    for png in ("pass_rate", "anomalies", "slowest_checks", "availability", "bug_detection"):
         data = (out / "plots" / f"{png}.png").read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
 
