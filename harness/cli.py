@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import importlib
+import os
 import signal
 import sys
 import traceback
@@ -53,6 +54,43 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             sub.add_parser(verb, help=command.HELP, description=command.DESCRIPTION, epilog=command.EPILOG)
         )
     return parser
+
+
+REFERENCE_WIDTH = 100  # columns of the help text in docs/cli.md, whatever the terminal
+
+
+def reference() -> str:
+    """docs/cli.md: every command's `--help` (and its actions'), generated from the parsers themselves.
+    Regenerate with `python -c 'import harness.cli as c; print(c.reference(), end="")' > docs/cli.md`."""
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(REFERENCE_WIDTH)
+    try:
+        parser = build_parser()
+        parts = [
+            "# Command-line reference\n\n"
+            "Generated from the parsers by `harness.cli.reference()`; `tests/test_cli_reference.py` fails when this "
+            "page is stale. Every command that runs a test takes the same test options (`kraftwerk test --help`).\n",
+            f"```\n{parser.format_help()}```\n",
+        ]
+        for verb, sub in _subparsers(parser):
+            parts.append(f"## kraftwerk {verb}\n\n```\n{sub.format_help()}```\n")
+            for action, inner in _subparsers(sub):
+                parts.append(f"### kraftwerk {verb} {action}\n\n```\n{inner.format_help()}```\n")
+        return "\n".join(parts)
+    finally:
+        if old is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = old
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
+    return [
+        (name, sub)
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name, sub in action.choices.items()
+    ]
 
 
 def _command(verb: str) -> ModuleType:
