@@ -39,12 +39,18 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     if args.runs is not None:
         return fleet(spec, args.runs, args.store, master=args.master, keep=args.keep, observable=args.observable)
-    return search(spec, args.store, budget, observable=args.observable)
+    return search(spec, args.store, budget, observable=args.observable, quiet=args.quiet)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", default="10m", help="how long to search, e.g. 2m (default 10m)")
     p.add_argument("--store", default="store", metavar="DIR", help="where runs are stored (default ./store)")
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no line per attempt (runs/s, simulated time, budget left): only what was found",
+    )
     p.add_argument(
         "--observable",
         action="store_true",

@@ -20,19 +20,30 @@ from harness.sim.runs import simulate, store_run
 from harness.store.runs import new_run, test_document
 
 
-def search(spec: TestSpec, store: str, budget: float, observable: bool = False) -> int:
-    """Seed after seed from `spec.seed` until an invalid run (1, its directory printed) or the budget (0)."""
-    deadline = time.monotonic() + budget
+def search(spec: TestSpec, store: str, budget: float, observable: bool = False, quiet: bool = False) -> int:
+    """Seed after seed from `spec.seed` until an invalid run (1, its directory printed) or the budget (0); a line
+    per attempt on stderr (its verdict, runs per second, simulated time, budget left) unless `quiet`."""
+    start = time.monotonic()
+    deadline = start + budget
     attempt = 0
+    simulated = 0.0
     while time.monotonic() < deadline:
         attempt += 1
         seed = spec.seed
         checked = simulate(spec)
+        simulated += float(checked.sim.stats.get("virtual-seconds", 0.0))
         label = {True: "valid", False: "INVALID"}.get(checked.valid, "unknown")  # type: ignore[call-overload]
         hidden = checked.valid is False and observable and not checked.observable
         if hidden:
             label += f" (only simulator invariants: {', '.join(sorted(checked.anomalies))}; going on)"
-        print(f"attempt {attempt}: seed {seed}: {label}", file=sys.stderr, flush=True)
+        elapsed = time.monotonic() - start
+        if not quiet:
+            print(
+                f"attempt {attempt}: seed {seed}: {label}  [{attempt / elapsed:.2f} runs/s, {simulated:,.0f} s "
+                f"simulated in {elapsed:,.1f} s, {max(0.0, deadline - time.monotonic()):,.0f} s of budget left]",
+                file=sys.stderr,
+                flush=True,
+            )
         if checked.valid is False and not hidden:
             run_dir = new_run(store, spec.name)
             test = test_document(spec, **{"explore-attempts": attempt})

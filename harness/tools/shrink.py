@@ -287,6 +287,8 @@ class Shrinker:
         self.best = original  # the smallest failing run seen from any start
         self.log = log or (lambda msg: None)
         self._last_log = 0.0
+        self._started = time.monotonic()
+        self.step = "fresh starts"  # the pass under way, for the progress lines
         spec = original.spec
         # a quorum needs three nodes to lose one; a workload may need more (a topic: its replication factor)
         self.fewest_nodes = next(
@@ -370,7 +372,11 @@ class Shrinker:
         if force or now - self._last_log >= 2.0:
             self._last_log = now
             f, o, n, c = self.size(self.best)
-            self.log(f"  now {f} fault events, {o} operations, {n} nodes, {c} clients (after {self.runs} runs)")
+            runs = f"{self.runs} of {self.max_runs}" if self.max_runs is not None else str(self.runs)
+            self.log(
+                f"  [{self.step}] now {f} fault events, {o} operations, {n} nodes, {c} clients "
+                f"(after {runs} runs, {now - self._started:.0f} s)"
+            )
 
     def ddmin(self, coarse: bool = False) -> None:
         """Delete chunks of fault groups, then of operations, halving the chunk size (delta debugging).
@@ -481,12 +487,18 @@ class Shrinker:
         if self.smaller(start, self.best):
             self.best = start
             self.progress(force=True)
+        self.step = "cut short"
         self.cut_short()
+        self.step = "drop fault groups"
         self.drop_groups()
+        self.step = "delete chunks (coarse)"
         self.until_fixpoint(lambda: self.ddmin(coarse=True))
+        self.step = "cut short"
         self.cut_short()  # with fewer faults and operations the failure may show sooner
+        self.step = "delete groups, fault ends"
         self.until_fixpoint(lambda: (self.ddmin_groups(), self.drop_stops()))
         if not self.out_of_time():
+            self.step = "search (Hypothesis), delete chunks, fault ends"
             self.until_fixpoint(lambda: (self.hypothesis_search(), self.ddmin(), self.drop_stops()))
 
     def drop_stops(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -126,6 +127,22 @@ def test_shrink_to_a_minimal_schedule_and_regression_test(stale_run: Path, capsy
     without = subprocess.run(cmd, env={**env, "KRAFTWERK_BUGS": ""}, capture_output=True, text=True)
     assert with_bug.returncode == 1, with_bug.stdout
     assert without.returncode == 0, without.stdout
+
+
+def test_explore_and_shrink_show_their_progress(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = cli("explore", "--budget", "60s", "--bug", "stale-read", "--time-limit", "5", "--seed", "0")
+    args.store = str(tmp_path)
+    assert run_explore(args) == 1
+    err = capsys.readouterr().err
+    assert re.search(
+        r"attempt 1: seed 0: INVALID  \[[0-9.]+ runs/s, [0-9,]+ s simulated in [0-9.,]+ s, [0-9,]+ s of budget", err
+    )
+    run_dir = (tmp_path / "latest").resolve()
+    assert run_shrink(argparse.Namespace(run_dir=str(run_dir), max_runs="60", quiet=False)) == 0
+    err = capsys.readouterr().err
+    assert re.search(
+        r"\[[a-z (),]+\] now \d+ fault events, \d+ operations, \d+ nodes, \d+ clients \(after \d+ of 60 runs", err
+    )
 
 
 def test_a_run_budget_shrinks_to_the_same_result_however_slow_the_machine(
