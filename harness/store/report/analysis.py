@@ -46,39 +46,47 @@ def _plots(rollups: dict[str, list[dict[str, Any]]], out: Path, ids: dict[str, s
         plt.close(fig)
         made[name.removesuffix(".png")] = f"plots/{name}"
 
+    def rates_by_night(lines: dict[str, dict[str, float]], ylabel: str, title: str, name: str, size: int) -> None:
+        """One line per label: its rate (0…1) on each night it has one."""
+        dates = sorted({d for series in lines.values() for d in series})
+        fig, ax = plt.subplots(figsize=(10, 4.5 if len(lines) > 6 else 4))
+        for label, series in lines.items():
+            xs = [d for d in dates if d in series]
+            ax.plot(xs, [series[d] for d in xs], marker="o", label=label)
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(fontsize=size, loc="lower left")
+        ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+        save(fig, name)
+
     daily = rollups.get("config_daily", [])
     if daily:
-        dates = sorted({r["date"] for r in daily})
-        fig, ax = plt.subplots(figsize=(10, 4.5))
         by_config: dict[str, dict[str, float]] = {}
         for r in daily:
             by_config.setdefault(r["config"], {})[r["date"]] = r["pass_rate"]
         runs = {c: sum(r["runs"] for r in daily if r["config"] == c) for c in by_config}
-        for config in sorted(by_config, key=lambda c: -runs[c])[:12]:
-            series = by_config[config]
-            xs = [d for d in dates if d in series]
-            ax.plot(xs, [series[d] for d in xs], marker="o", label=f"{ids[config]}: {_short(config, 60)}")
-        ax.set_ylim(-0.05, 1.05)
-        ax.set_ylabel("pass rate (valid / runs)")
-        ax.set_title("Pass rate per configuration, by night")
-        ax.legend(fontsize=6, loc="lower left")
-        ax.tick_params(axis="x", labelrotation=30, labelsize=7)
-        save(fig, "pass_rate.png")
+        busiest = sorted(by_config, key=lambda c: -runs[c])[:12]
+        rates_by_night(
+            {f"{ids[c]}: {_short(c, 60)}": by_config[c] for c in busiest},
+            "pass rate (valid / runs)",
+            "Pass rate per configuration, by night",
+            "pass_rate.png",
+            6,
+        )
 
     detection = rollups.get("bug_detection", [])
     if detection:
-        dates = sorted({r["date"] for r in detection})
-        fig, ax = plt.subplots(figsize=(10, 4))
-        for bug in sorted({r["bug"] for r in detection}):
-            series = {r["date"]: r["rate"] for r in detection if r["bug"] == bug}
-            xs = [d for d in dates if d in series]
-            ax.plot(xs, [series[d] for d in xs], marker="o", label=bug)
-        ax.set_ylim(-0.05, 1.05)
-        ax.set_ylabel("detection rate (invalid / runs)")
-        ax.set_title("Seeded bugs: detection rate by night")
-        ax.legend(fontsize=7, loc="lower left")
-        ax.tick_params(axis="x", labelrotation=30, labelsize=7)
-        save(fig, "bug_detection.png")
+        by_bug: dict[str, dict[str, float]] = {}
+        for r in detection:
+            by_bug.setdefault(r["bug"], {})[r["date"]] = r["rate"]
+        rates_by_night(
+            dict(sorted(by_bug.items())),
+            "detection rate (invalid / runs)",
+            "Seeded bugs: detection rate by night",
+            "bug_detection.png",
+            7,
+        )
 
     anomalies = rollups.get("anomaly_daily", [])
     if anomalies:
