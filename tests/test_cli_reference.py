@@ -15,7 +15,7 @@ REGENERATE = "python -c 'import harness.cli as c; print(c.reference(), end=\"\")
 def test_docs_cli_md_is_current() -> None:
     want, have = reference(), PAGE.read_text(encoding="utf-8")
     if want != have:
-        lines = difflib.unified_diff(have.splitlines(True), want.splitlines(True), "docs/cli.md", "parsers", n=1)
+        lines = difflib.unified_diff(have.splitlines(True), want.splitlines(True), f"docs/{PAGE.name}", "parsers", n=1)
         diff = "".join(lines)
         raise AssertionError(f"docs/cli.md is stale; regenerate it with\n  {REGENERATE}\n{diff[:3000]}")
 
