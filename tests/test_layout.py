@@ -22,7 +22,7 @@ import networkx as nx
 from tests.test_import_cycles import ROOT, import_graph, imported_names
 
 PACKAGES = ("harness", "workloads", "checkers", "nodes")
-HARNESS = ("core", "nemesis", "sim", "real", "db", "store", "tools", "commands", "cli")
+HARNESS = ("core", "nemesis", "sim", "real", "db", "store", "tools", "chaos", "commands", "cli")
 
 # group -> the other groups it may import: the top-level packages, and harness's groups by their subpackage
 # (`cli` is harness/cli.py). Only `commands` may import any group of harness; nothing but `cli` imports it.
@@ -40,6 +40,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "db": frozenset({"core", "nemesis", "real", "nodes", "workloads"}),
     "store": frozenset({"core", "workloads", "checkers"}),  # core: the TestSpec schedule.json embeds
     "tools": frozenset({"core", "nemesis", "sim", "real", "db", "store", "workloads", "checkers"}),
+    # the chaos cluster of application tests (and its pytest plugin): a real cluster and the nemesis's faults
+    "chaos": frozenset({"core", "nemesis", "real", "db"}),
     "commands": frozenset({*HARNESS, "workloads", "checkers"}) - {"commands", "cli"},
     "cli": frozenset({"core", "checkers"}),  # core: the parser; the commands are imported by name (importlib)
 }

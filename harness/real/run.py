@@ -120,7 +120,7 @@ def make_db(args: TestSpec, backend: Backend, hosts: list[Host], workload: Workl
     return dbs.kind(args.db).factory(context)
 
 
-def _assemble(
+def assemble(
     args: TestSpec, backend: Backend, hosts: list[Host], workload: Workload, replay: ReplayMain | None = None
 ) -> tuple[DB, RunnerNemesis]:
     """The DB and the nemesis of these hosts, wired together (restarts get the clock env)."""
@@ -200,7 +200,7 @@ class RealRuntime:
             )
             self.log(f"{spec.backend} cluster {backend.cluster_id}: {len(hosts)} hosts in {stats['hosts-seconds']}s")
             self.workload = spec.make_workload([h.name for h in hosts], self.phases.op_timeout)
-            self.db, self.nemesis = _assemble(spec, backend, hosts, self.workload, self.replay)
+            self.db, self.nemesis = assemble(spec, backend, hosts, self.workload, self.replay)
             self.progress.faults = self.nemesis.active
             stack.callback(self.nemesis.teardown)
             t = time.monotonic()
