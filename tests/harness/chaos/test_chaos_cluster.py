@@ -1,6 +1,6 @@
-"""`ChaosCluster` (the kafka_chaos fixture's cluster) on the local backend: each fault method goes through the
-nemesis and shows in `status`, a kafka-python producer feels a partition and recovers after `heal`, and bad
-requests get clear errors."""
+"""`ChaosCluster` (the kafka_chaos fixture's cluster) on the local and docker backends: each fault method goes
+through the nemesis and shows in `status`, a kafka-python producer feels a partition and recovers after `heal`,
+and bad requests get clear errors."""
 
 from __future__ import annotations
 
@@ -8,15 +8,20 @@ import pytest
 
 from harness.chaos.cluster import ChaosCluster, ChaosError
 
-pytestmark = [pytest.mark.slow, pytest.mark.needs("root")]
+pytestmark = pytest.mark.slow
+BACKENDS = [
+    pytest.param("local", marks=pytest.mark.needs("root")),  # partitions, clocks and packets on lo need root
+    pytest.param("docker", marks=pytest.mark.needs("docker")),
+]
 
 
-def test_every_fault_shows_in_status_and_a_client_feels_a_partition() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_fault_shows_in_status_and_a_client_feels_a_partition(backend: str) -> None:
     from kafka import KafkaAdminClient, KafkaProducer
     from kafka.admin import NewTopic
     from kafka.errors import KafkaError
 
-    with ChaosCluster("local", 3) as kafka:
+    with ChaosCluster(backend, 3) as kafka:
         assert kafka.unavailable == {}
         admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
         admin.create_topics([NewTopic("t", num_partitions=1, replication_factor=3)])
