@@ -154,6 +154,16 @@ def ship_packages(spark: Any, directory: str | os.PathLike[str] | None = None) -
     return path
 
 
+def session_running() -> bool:
+    """Whether this process already runs a Spark session (a caller's: `spark_session` would return it, and it
+    is not ours to stop)."""
+    if "pyspark" not in sys.modules:
+        return False
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
+
+
 def spark_session(
     master: str = "local[*]",
     app: str = "kraftwerk-analyze",
@@ -339,8 +349,8 @@ def analyze(
     timings["discover"] = time.monotonic() - t
     batch = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
     say(f"{len(found)} runs in {store_path}, {len(found) - len(new)} analysed before, {len(new)} new (batch {batch})")
-    own_session = spark is None
-    if own_session:
+    own_session = spark is None and not session_running()  # a session running here already is its owner's
+    if spark is None:
         t = time.monotonic()
         spark = spark_session(master, conf=spark_conf, jvm_log=out_path / "spark.log")
         timings["spark-start"] = time.monotonic() - t

@@ -170,8 +170,9 @@ def _run_spark(
     import threading
     from functools import partial
 
-    from checkers.pipeline.job import spark_session
+    from checkers.pipeline.job import session_running, spark_session
 
+    shared = session_running()  # a session already running in this process is used, and left running
     spark = spark_session(master, app="kraftwerk-fleet")
     try:
         sc = spark.sparkContext
@@ -200,4 +201,5 @@ def _run_spark(
             progress(rows)
         return rows
     finally:
-        spark.stop()
+        if not shared:
+            spark.stop()

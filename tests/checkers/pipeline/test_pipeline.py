@@ -214,3 +214,13 @@ def test_analyze_missing_store_exits_254(tmp_path: Path) -> None:
         timeout=120,
     )
     assert r.returncode == 254 and "not a directory" in r.stderr
+
+
+def test_a_session_running_in_this_process_is_used_and_left_running(
+    spark: Any, store: dict[str, Any], tmp_path: Path
+) -> None:
+    """analyze (and the fleet) without a session of their own use the one running here and do not stop it: it is
+    its owner's (this test session's)."""
+    result = analyze(store["root"], tmp_path / "out", resolve=judging, check_time_limit=30)
+    assert result.analysed == 8
+    assert spark.range(3).count() == 3  # still alive
