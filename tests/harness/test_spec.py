@@ -201,7 +201,8 @@ def test_every_command_that_runs_tests_takes_the_same_test_options() -> None:
         sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
         return {s for a in sub.choices[verb]._actions for s in a.option_strings}
 
-    test = flags("test") - {"--store", "-q", "--quiet", "-h", "--help"}
+    # --test-count is how many times `test` runs the test, not an option of the test
+    test = flags("test") - {"--store", "-q", "--quiet", "-h", "--help", "--test-count"}
     assert "--rate" in test and "--acks" in test and "--txn" in test and "--sub-via" in test
     for verb in ("explore", "replay", "shrink"):
         assert test <= flags(verb), f"{verb} lacks {sorted(test - flags(verb))}"
