@@ -222,5 +222,5 @@ def test_a_session_running_in_this_process_is_used_and_left_running(
     """analyze (and the fleet) without a session of their own use the one running here and do not stop it: it is
     its owner's (this test session's)."""
     result = analyze(store["root"], tmp_path / "out", resolve=judging, check_time_limit=30)
-    assert result.analysed == 8
+    assert result.found >= 8 and result.analysed == result.found  # a fresh output: every run of the store
     assert spark.range(3).count() == 3  # still alive
