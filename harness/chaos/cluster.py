@@ -27,6 +27,7 @@ from harness.db import registry as dbs
 from harness.db.nodes import NodeDB
 from harness.nemesis.schedule import PACKAGES
 from harness.real.backends import registry
+from harness.real.backends.base import BackendError
 from harness.real.run import assemble, make_backend, runnable_problem
 
 __all__ = ["ChaosCluster", "ChaosError"]
@@ -73,7 +74,10 @@ class ChaosCluster:
         self.names = [f"n{i}" for i in range(1, nodes + 1)]
         self._stack = contextlib.ExitStack()
         self.db: NodeDB
-        self.backend = make_backend(self.spec, self.log)
+        try:
+            self.backend = make_backend(self.spec, self.log)
+        except BackendError as e:  # the backend cannot run on this machine
+            raise ChaosError(str(e)) from None
 
     # ------------------------------------------------------------------ life cycle
     def __enter__(self) -> ChaosCluster:
