@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from checkers.verdict import EXIT_BAD_INPUT, EXIT_VALID, exit_code
 from harness.core.argtypes import positive_int
-from harness.core.spec import SpecError, TestSpec
+from harness.core.spec import SpecError, TestSpec, seed_after
 from harness.core.spec import add_arguments as add_test_arguments
 from harness.core.spec import from_args as spec_from_args
 from harness.real.run import run_real_test, runnable_problem
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     count = args.test_count
     for i in range(count):
-        one = replace(spec, seed=(spec.seed + i) % 2**31)
+        one = replace(spec, seed=seed_after(spec.seed, i))
         if count > 1 and not args.quiet:
             print(f"kraftwerk test: run {i + 1} of {count}, seed {one.seed}", file=sys.stderr, flush=True)
         code = run_one(one, args)
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
                 )
             return code
     if count > 1:
-        print(f"kraftwerk test: all {count} runs valid (seeds {spec.seed}…{(spec.seed + count - 1) % 2**31})")
+        print(f"kraftwerk test: all {count} runs valid (seeds {spec.seed}…{seed_after(spec.seed, count - 1)})")
     return EXIT_VALID
 
 

@@ -34,6 +34,14 @@ from workloads.options import OptionError, option
 from workloads.protocol import Workload
 
 SSH = "ssh backend (hosts you already have)"
+SEED_SPACE = 2**31  # seeds are 0 ≤ seed < 2**31; a fresh one is drawn from it, and the next ones wrap around it
+
+
+def seed_after(seed: int, steps: int = 1) -> int:
+    """The seed `steps` after `seed` (explore's next attempt, test --test-count's next run), wrapping around."""
+    return (seed + steps) % SEED_SPACE
+
+
 # the parts of a system a seeded bug lives in (harness.db.registry DBKind.bugs), in words
 PART_NAMES = {
     "raft": "quorum (raft)",
@@ -440,7 +448,7 @@ def from_args(namespace: argparse.Namespace, **overrides: Any) -> TestSpec:
     of another workload or DB than the test's, given a value other than its default, is refused (naming it)."""
     values = {**given(namespace), **overrides}
     if values.get("seed") is None:  # a fresh seed (the command prints it; test.json stores it)
-        values["seed"] = random.SystemRandom().randrange(2**31)
+        values["seed"] = random.SystemRandom().randrange(SEED_SPACE)
     workload = values.get("workload", _default("workload"))
     db = values.get("db", _default("db"))
     kind = workloads.KINDS.get(workload)

@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import replace
 
-from harness.core.spec import TestSpec
+from harness.core.spec import TestSpec, seed_after
 from harness.sim.runs import simulate, store_run
 from harness.store.runs import new_run, test_document
 
@@ -57,7 +57,7 @@ def search(spec: TestSpec, store: str, budget: float, observable: bool = False, 
             print(f"shrink: kraftwerk shrink {shlex.quote(str(run_dir))}", file=sys.stderr)
             print(str(run_dir))
             return 1
-        spec = replace(spec, seed=(seed + 1) % 2**31)
+        spec = replace(spec, seed=seed_after(seed))
     print(f"no invalid run in {attempt} attempt(s) within the budget", file=sys.stderr)
     return 0
 
@@ -73,7 +73,7 @@ def fleet(
     from harness.tools.fleet import RunRow, run_fleet
 
     console = Console(stderr=True, highlight=False)
-    seeds = [(spec.seed + i) % 2**31 for i in range(runs)]
+    seeds = [seed_after(spec.seed, i) for i in range(runs)]
     where = f"on {master}" if master else "in this process"
     console.print(f"explore: {runs} simulated runs {where}, seeds {seeds[0]}…, store {store}")
     started = time.monotonic()

@@ -58,7 +58,7 @@ from dataclasses import replace
 from typing import Any
 
 from checkers.verdict import failing_key
-from harness.core.spec import TestSpec
+from harness.core.spec import SEED_SPACE, TestSpec, seed_after
 from harness.core.streams import stream
 from harness.sim.cluster import SimPlan
 from harness.sim.runs import Checked, simulate
@@ -96,7 +96,7 @@ def other_timing(candidate: Candidate, k: int) -> Candidate:
     spec, plan = candidate
     if k == 0:
         return candidate
-    seed = (spec.seed + k * ROBUST_SEED_STEP) % 2**31
+    seed = seed_after(spec.seed, k * ROBUST_SEED_STEP)
     cluster = stream("robust-cluster", seed)
     plan = replace(
         plan,
@@ -459,7 +459,7 @@ class Shrinker:
             shapes = [(max(few, min(5, spec.nodes)), 3, 15.0, 2.5), (spec.nodes, spec.concurrency, 30.0, spec.interval)]
         found: list[Checked] = []
         for _ in range(tries):
-            seed = rng.randrange(2**31)
+            seed = rng.randrange(SEED_SPACE)
             for nodes, clients, seconds, interval in shapes:
                 if self.clock() > stop or self.runs >= last_run or self.out_of_time():
                     break

@@ -55,7 +55,7 @@ from typing import Any
 
 from checkers.pipeline.config import config_label
 from checkers.verdict import EXIT_INTERNAL, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
-from harness.core.spec import SpecError, TestSpec
+from harness.core.spec import SEED_SPACE, SpecError, TestSpec
 
 SUITE_KEYS = frozenset({"name", "description", "parallel", "timeout", "seeds", "store"})
 # Entry keys that are not `kraftwerk test` options.
@@ -151,7 +151,7 @@ def _seeds(value: Any, where: str) -> list[int]:
             raise SuiteError(f"{where}: seeds count must be a positive integer, got {count!r}")
         if value.get("random"):
             rng = random.SystemRandom()
-            return [rng.randrange(2**31) for _ in range(count)]
+            return [rng.randrange(SEED_SPACE) for _ in range(count)]
         start = value.get("start", 1)
         if not isinstance(start, int) or isinstance(start, bool) or start < 0:
             raise SuiteError(f"{where}: seeds start must be a non-negative integer, got {start!r}")
