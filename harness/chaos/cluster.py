@@ -12,6 +12,10 @@ implementation of any fault. Targets are the nemesis's own: ``"leader"`` (the qu
         kafka.partition("halves")                # or a grudge: {"n1": ["n2", "n3"], …}
         kafka.heal()                             # every fault in force, healed
     # leaving: healed, stopped and removed, whatever the test did
+
+`ChaosCluster.attach(DIR)` takes over a cluster ``kraftwerk cluster up`` left running instead: leaving heals
+the faults and leaves the nodes running (harness.chaos.keeper holds one for ``kraftwerk cluster pause`` and
+the other fault verbs).
 """
 
 from __future__ import annotations
@@ -19,22 +23,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from harness.core.spec import SpecError, TestSpec
 from harness.db import registry as dbs
-from harness.db.nodes import NodeDB
+from harness.db.nodes import NodeDB, metadata_at
 from harness.nemesis.schedule import PACKAGES
 from harness.real.backends import registry
 from harness.real.backends.base import BackendError
-from harness.real.run import assemble, make_backend, runnable_problem
+from harness.real.cluster_local import ClusterError
+from harness.real.cluster_remote import attach as attach_cluster
+from harness.real.run import assemble, make_backend, make_nemesis, runnable_problem
 
 __all__ = ["ChaosCluster", "ChaosError"]
 
 Target = str | Sequence[str]
 FAULTS = tuple(p for p in PACKAGES if p != "disk")  # the packages a chaos cluster offers
+# the packages of a cluster left running: its nodes are killed and started by `kraftwerk cluster kill|start`
+LEFT_RUNNING_FAULTS = tuple(p for p in FAULTS if p != "kill")
 READY_TIMEOUT = 60.0
+
+
+def _view(status: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The part of a node's AdminDescribe status a person reads: None if it did not answer."""
+    if status is None:
+        return None
+    broker = status.get("broker") or {}
+    keys = ("pid", "role", "epoch", "leader", "high_watermark", "log_end_offset")
+    return {**{k: status.get(k) for k in keys}, "fenced": broker.get("fenced")}
 
 
 class ChaosError(RuntimeError):
@@ -53,12 +72,17 @@ class ChaosCluster:
         *,
         bugs: Sequence[str] = (),
         seed: int = 0,
-        log: Any = None,
+        log: Callable[[str], None] | None = None,
+        _left_running: Path | None = None,
     ) -> None:
         self.log = log or (lambda message: print(message, file=sys.stderr, flush=True))
+        self.directory = _left_running
+        offered = FAULTS if _left_running is None else LEFT_RUNNING_FAULTS
         self.unavailable: dict[str, str] = {}
         for package in FAULTS:
             why = registry.why_not(backend, nemeses=(package,), nodes=nodes)
+            if package not in offered:
+                why = f"a cluster left running is killed and started with 'kraftwerk cluster {package}|start'"
             if why:
                 self.unavailable[package] = why
         packages = tuple(p for p in FAULTS if p not in self.unavailable)
@@ -74,14 +98,44 @@ class ChaosCluster:
         self.names = [f"n{i}" for i in range(1, nodes + 1)]
         self._stack = contextlib.ExitStack()
         self.db: NodeDB
+        if _left_running is not None:
+            return
         try:
             self.backend = make_backend(self.spec, self.log)
         except BackendError as e:  # the backend cannot run on this machine
             raise ChaosError(str(e)) from None
 
+    @classmethod
+    def attach(cls, directory: Path, *, log: Callable[[str], None] | None = None) -> ChaosCluster:
+        """The cluster ``kraftwerk cluster up --dir DIR`` left running, with the faults of this module; entering
+        sets the nemesis up over its nodes, leaving heals every fault and leaves the nodes running. ChaosError
+        if DIR holds no cluster."""
+        try:
+            doc, backend, hosts, db = attach_cluster(Path(directory))
+        except ClusterError as e:
+            raise ChaosError(str(e)) from None
+        self = cls(doc["backend"], len(hosts), bugs=doc.get("bugs") or (), log=log, _left_running=Path(directory))
+        if "clock" not in self.unavailable and not doc.get("faketime"):
+            self.unavailable["clock"] = (
+                "this cluster's nodes run without libfaketime (it was not found at 'cluster up')"
+            )
+            self.spec = replace(self.spec, nemeses=tuple(p for p in self.spec.nemeses if p != "clock"))
+        self.backend, self._hosts, self.db = backend, hosts, db
+        return self
+
     # ------------------------------------------------------------------ life cycle
     def __enter__(self) -> ChaosCluster:
         stack = self._stack
+        if self.directory is not None:
+            self.nemesis = make_nemesis(self.spec, self.backend, self._hosts, self.db)
+            try:
+                stack.callback(self.nemesis.teardown)
+                self.nemesis.setup()
+                stack.callback(self._heal_quietly)
+            except BaseException:
+                stack.close()
+                raise
+            return self
         try:
             stack.enter_context(self.backend)
             hosts = self.backend.create(self.names, ports_per_host=dbs.kind(self.spec.db).ports)
@@ -127,9 +181,41 @@ class ChaosCluster:
         return self.db.partition_leader_now(topic, partition)
 
     def status(self) -> dict[str, Any]:
-        """The quorum leader, each node's view (epoch, role, broker state) and the faults in force."""
+        """The quorum leader, each node's view (epoch, role, broker state), every partition's leader and ISR
+        (Kafka Metadata of the first node that answers) and the faults in force."""
         views = asyncio.run(self.db.describe_all(timeout=0.5))
-        return {"leader": asyncio.run(self.db.leader()), "nodes": views, "faults": self.nemesis.active()}
+        leader = NodeDB.leader_of(views)[0]
+        nodes = {n: _view(v) for n, v in views.items()}
+        partitions = self.partitions(first=leader)
+        status = {"leader": leader, "nodes": nodes, "partitions": partitions, "faults": self.nemesis.active()}
+        if "clock" in status["faults"]:  # what the nodes' own clocks read, measured on their hosts
+            status["clock-offsets-ms"] = self.nemesis.clock.check_offsets()
+        return status
+
+    def partitions(self, first: str | None = None) -> dict[str, list[dict[str, Any]]]:
+        """{topic: [{"partition", "leader", "leader-epoch", "replicas", "isr"}, …]} as Kafka Metadata says, asking
+        ``first`` before the other nodes; {} if no node answers."""
+        endpoints = self.db.endpoints()
+        order = sorted(endpoints, key=lambda n: n != first)
+        for name in order:
+            md = metadata_at(*endpoints[name], None, timeout=1.0)
+            if md is None:
+                continue
+            return {
+                t.name: [
+                    {
+                        "partition": p.partition_index,
+                        "leader": f"n{p.leader_id}" if p.leader_id >= 0 else None,
+                        "leader-epoch": p.leader_epoch,
+                        "replicas": [f"n{i}" for i in p.replica_nodes],
+                        "isr": [f"n{i}" for i in p.isr_nodes],
+                    }
+                    for p in sorted(t.partitions, key=lambda p: p.partition_index)
+                ]
+                for t in sorted(md.topics, key=lambda t: t.name)
+                if not t.error_code
+            }
+        return {}
 
     # ------------------------------------------------------------------ faults (the nemesis's own events)
     def kill(self, target: Target = "leader", *, topic: str | None = None, partition: int = 0) -> list[str]:
@@ -173,7 +259,7 @@ class ChaosCluster:
         ``strobe_ms`` every ``period_ms`` for ``seconds``, or ``reset`` them (every node by default)."""
         if reset:
             return self._apply("clock", "reset-clock", None if target == "leader" else target)
-        nodes = [target] if isinstance(target, str) else list(target)
+        nodes = self.names if target == "all" else [target] if isinstance(target, str) else list(target)
         if strobe_ms is not None:
             params = {"delta-ms": strobe_ms, "period-ms": period_ms, "duration-s": seconds}
             return self._apply("clock", "strobe-clock", dict.fromkeys(nodes, params))

@@ -33,8 +33,9 @@ from harness.db.nodes import (
     check_settings,
     unknown_bugs,
 )
-from harness.real.backends.base import BackendError
+from harness.real.backends.base import BackendError, Host
 from harness.real.backends.local import LocalBackend
+from harness.real.faults.clock import ClockNemesis
 
 __all__ = ["LOCAL_DEFAULTS", "ClusterError", "LocalCluster", "clear_earlier", "down", "kill", "start", "up"]
 
@@ -70,18 +71,20 @@ class LocalCluster:
         python: str = sys.executable,
         seed: int = 0,
         broker: bool = True,
+        clock_libs: Mapping[str, str] | None = None,
         _attach: list[dict[str, Any]] | None = None,
     ) -> None:
         self.directory = Path(directory).resolve()
         self.backend = LocalBackend(directory=self.directory, first=2, base_port=base_port, python=python)
         hosts = self.backend.attach(_attach) if _attach is not None else self.backend.create(n)
+        self.clock = ClockNemesis.attached(hosts, clock_libs or {})
         self.db = NodeDB(
             hosts,
             bugs=bugs,
             seed=seed,
             ports=self.backend.ports,
             listen_any=False,
-            env=LocalBackend.node_env,
+            env=self._env,
             properties=properties,
             broker=broker,
         )
@@ -96,8 +99,19 @@ class LocalCluster:
             directory,
             bugs=doc.get("bugs", ()),
             properties=doc.get("settings"),
+            clock_libs=doc.get("faketime") or {},
             _attach=doc["hosts"],
         )
+
+    def prepare_clocks(self) -> dict[str, str]:
+        """Start the nodes under libfaketime from now on, so that `kraftwerk cluster clock` can move their wall
+        clocks later (harness.real.faults.clock); {} if this machine has no libfaketime."""
+        self.clock.prepare_left_running()
+        return dict(self.clock.libs)
+
+    def _env(self, host: Host) -> dict[str, str]:
+        clock = self.clock.env(host) if host.name in self.clock.libs else {}
+        return {**clock, **LocalBackend.node_env(host)}
 
     # --- nodes
     @property
@@ -232,6 +246,7 @@ class LocalCluster:
             "settings": self.db.extra,
             "state": state,
             "hosts": [self.backend.record(h) for h in self.db.hosts],
+            "faketime": self.clock.libs,
             **extra,
         }
         path = self.directory / STATE_FILE
@@ -341,6 +356,7 @@ def up(
         raise ClusterError(str(e), EXIT_BAD_INPUT if str(e).startswith("--") else EXIT_INTERNAL) from None
     pids: dict[int, int | None] = {}
     try:
+        cluster.prepare_clocks()
         cluster.start_all()
         pids = cluster.pids()
         _record(cluster, "starting", {}, pids)

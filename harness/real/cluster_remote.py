@@ -26,8 +26,17 @@ from typing import Any
 from harness.db.nodes import BUGS, NodeDB, PartitionLeaderError, check_settings, unknown_bugs
 from harness.real.backends import registry
 from harness.real.backends.base import Backend, BackendError, Host
-from harness.real.cluster_local import EXIT_BAD_INPUT, LOCAL_DEFAULTS, ClusterError, clear_earlier, to_stderr
+from harness.real.cluster_local import (
+    EXIT_BAD_INPUT,
+    LOCAL_DEFAULTS,
+    ClusterError,
+    LocalCluster,
+    clear_earlier,
+    load,
+    to_stderr,
+)
 from harness.real.control.base import ControlError
+from harness.real.faults.clock import ClockNemesis
 
 STATE_FILE = "cluster.json"
 REMOTE_BACKENDS = tuple(k for k in registry.CLUSTER if k != "local")
@@ -95,7 +104,30 @@ def _hosts(doc: Mapping[str, Any]) -> list[Host]:
 
 
 def _db(doc: Mapping[str, Any], hosts: list[Host]) -> NodeDB:
-    return NodeDB(hosts, bugs=doc.get("bugs", []), properties=doc.get("settings", {}), broker=True)
+    """The cluster's nodes; restarts run under libfaketime if `up` prepared the clocks (doc["faketime"])."""
+    clock = ClockNemesis.attached(hosts, doc.get("faketime") or {})
+    return NodeDB(
+        hosts,
+        bugs=doc.get("bugs", []),
+        properties=doc.get("settings", {}),
+        broker=True,
+        env=lambda h: clock.env(h) if h.name in clock.libs else {},
+    )
+
+
+def attach(directory: Path) -> tuple[dict[str, Any], Backend, list[Host], NodeDB]:
+    """The cluster recorded in ``DIR/cluster.json``, on any backend, taken over by another process than the one
+    that started it (harness.chaos's fault keeper): (its record, its backend, its hosts, its nodes as a DB)."""
+    if is_remote(directory):
+        doc = _load(directory)
+        try:
+            backend = _backend(doc["backend"])
+        except BackendError as e:
+            raise ClusterError(str(e)) from None
+        hosts = _hosts(doc)
+        return doc, backend, hosts, _db(doc, hosts)
+    cluster = LocalCluster.attach(directory)
+    return load(directory), cluster.backend, list(cluster.db.hosts), cluster.db
 
 
 def up(
@@ -157,6 +189,7 @@ def up(
                 for h in hosts
             ],
         }
+        doc["faketime"] = ClockNemesis(hosts).prepare_left_running()
         _save(directory, doc)
         db = _db(doc, hosts)
         db.install()

@@ -125,22 +125,28 @@ def assemble(
 ) -> tuple[DB, RunnerNemesis]:
     """The DB and the nemesis of these hosts, wired together (restarts get the clock env)."""
     db = make_db(args, backend, hosts, workload)
-    partition = backend.partition_nemesis(hosts) if cuts_links(args.nemeses) else None
-    packet = backend.packet_nemesis(hosts) if "packet" in args.nemeses else None
-    nemesis = RunnerNemesis(
+    # a replay: a restart completes once the node answers, as a simulated restart serves at once
+    nemesis = make_nemesis(args, backend, hosts, db, serving=replay is not None)
+    db.env = lambda h: {**nemesis.clock_env(h), **backend.node_env(h)}
+    return db, nemesis
+
+
+def make_nemesis(
+    args: TestSpec, backend: Backend, hosts: list[Host], db: DB, *, serving: bool = False
+) -> RunnerNemesis:
+    """The nemesis of `args.nemeses` over these hosts and their DB (a test's, or a cluster left running's:
+    harness.chaos). `serving`: a restart completes only once the restarted nodes answer."""
+    return RunnerNemesis(
         hosts,
         db.spec,
         args.nemeses,
         leader=db.partition_leader,  # the quorum leader, or the busiest partition leader of a DB with partitions
         rng=stream("nemesis-run", args.seed),
-        partition=partition,
-        packet=packet,
-        # a replay: a restart completes once the node answers, as a simulated restart serves at once
-        serving=db.wait_serving if replay is not None else None,
+        partition=backend.partition_nemesis(hosts) if cuts_links(args.nemeses) else None,
+        packet=backend.packet_nemesis(hosts) if "packet" in args.nemeses else None,
+        serving=db.wait_serving if serving else None,
         data_dir=db.data_dir,
     )
-    db.env = lambda h: {**nemesis.clock_env(h), **backend.node_env(h)}
-    return db, nemesis
 
 
 class RealRuntime:

@@ -76,6 +76,25 @@ class ClockNemesis(Undoable):
 
         self.libs = on_hosts(self.hosts.values(), prepare)
 
+    @classmethod
+    def attached(cls, hosts: Sequence[Host], libs: Mapping[str, str]) -> ClockNemesis:
+        """The clocks of a cluster another process prepared (`prepare_left_running`): `env` for restarts, no
+        setup, nothing to tear down."""
+        clock = cls(hosts)
+        clock.libs = {n: lib for n, lib in libs.items() if n in clock.hosts}
+        return clock
+
+    def prepare_left_running(self) -> dict[str, str]:
+        """For a cluster that outlives this process (`kraftwerk cluster up`): find libfaketime and write "+0"
+        files as `setup` does, but leave them when this process exits. The libraries per node ({} if a host
+        has no libfaketime: that cluster's clocks cannot be moved, and its nodes run on true time)."""
+        try:
+            self.setup()
+        except NemesisError:
+            self.libs = {}
+        self._disarmed()
+        return dict(self.libs)
+
     def env(self, host: Host | str) -> dict[str, str]:
         """Environment for a node process whose clock this nemesis controls."""
         h = self.hosts[host] if isinstance(host, str) else host
