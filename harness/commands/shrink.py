@@ -11,6 +11,7 @@ from checkers.verdict import EXIT_BAD_INPUT
 from harness.core.spec import SpecError, given
 from harness.core.spec import add_arguments as add_test_arguments
 from harness.sim.runs import from_schedule, load_run
+from harness.tools.live import LiveLine
 from harness.tools.minimize import Budget, minimize
 from harness.tools.shrink import parse_budget, parse_max_runs, parse_robust
 
@@ -32,7 +33,6 @@ DEFAULT_BUDGET = "5m"
 
 def run(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
-    say = (lambda *_: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     try:
         max_runs = getattr(args, "max_runs", None)
         max_runs = parse_max_runs(max_runs) if max_runs is not None else None
@@ -51,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"kraftwerk shrink: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     limits = Budget(budget, max_runs, robust, robust_min, bool(getattr(args, "observable", False)))
-    return minimize(run_dir, test, stored, plan, limits, say)
+    with LiveLine(args.quiet, every=2.0) as live:
+        return minimize(run_dir, test, stored, plan, limits, live.say, status=live.status)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

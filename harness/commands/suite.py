@@ -45,6 +45,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--dry-run", action="store_true", help="list the runs the suite would start, and exit")
     p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no live table (nor, when stderr is not a terminal, a line per run): only the summary",
+    )
+    p.add_argument(
         "--quick",
         action="store_true",
         help=f"the suite scaled down, to check that it still parses and runs: every combination once (its first "
@@ -96,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     worker.start()
     interrupted = False
     try:
-        _watch(runner, err, suite.name)
+        _watch(runner, err, suite.name, quiet=getattr(args, "quiet", False))
     except KeyboardInterrupt:
         interrupted = True
         err.print("[yellow]interrupted: killing running tests[/yellow]")
@@ -129,8 +135,13 @@ def run(args: argparse.Namespace) -> int:
     return exit_code_test_all(o.status for o in runner.outcomes)
 
 
-def _watch(runner: Runner, console: Any, title: str) -> None:
-    """Show progress until the runner is done: a live table on a terminal, one line per run otherwise."""
+def _watch(runner: Runner, console: Any, title: str, quiet: bool = False) -> None:
+    """Show progress until the runner is done: a live table on a terminal, one line per run otherwise, nothing
+    if `quiet`."""
+    if quiet:
+        while not runner.done.wait(0.25):
+            pass
+        return
     if console.is_terminal:
         from rich.live import Live
 

@@ -18,47 +18,53 @@ from dataclasses import replace
 from harness.core.spec import TestSpec, seed_after
 from harness.sim.runs import simulate, store_run
 from harness.store.runs import new_run, test_document
+from harness.tools.live import LiveLine
 
 
 def search(spec: TestSpec, store: str, budget: float, observable: bool = False, quiet: bool = False) -> int:
-    """Seed after seed from `spec.seed` until an invalid run (1, its directory printed) or the budget (0); a line
-    per attempt on stderr (its verdict, runs per second, simulated time, budget left) unless `quiet`."""
+    """Seed after seed from `spec.seed` until an invalid run (1, its directory printed) or the budget (0). Unless
+    `quiet`, a live line on stderr (harness.tools.live) shows attempts, runs per second, simulated time and the
+    budget left, and each invalid run is named."""
     start = time.monotonic()
     deadline = start + budget
     attempt = 0
     simulated = 0.0
-    while time.monotonic() < deadline:
-        attempt += 1
-        seed = spec.seed
-        checked = simulate(spec)
-        simulated += float(checked.sim.stats.get("virtual-seconds", 0.0))
-        label = {True: "valid", False: "INVALID"}.get(checked.valid, "unknown")  # type: ignore[call-overload]
-        hidden = checked.valid is False and observable and not checked.observable
-        if hidden:
-            label += f" (only simulator invariants: {', '.join(sorted(checked.anomalies))}; going on)"
-        elapsed = time.monotonic() - start
-        if not quiet:
-            print(
-                f"attempt {attempt}: seed {seed}: {label}  [{attempt / elapsed:.2f} runs/s, {simulated:,.0f} s "
-                f"simulated in {elapsed:,.1f} s, {max(0.0, deadline - time.monotonic()):,.0f} s of budget left]",
-                file=sys.stderr,
-                flush=True,
+    with LiveLine(quiet) as live:
+        while time.monotonic() < deadline:
+            attempt += 1
+            seed = spec.seed
+            checked = simulate(spec)
+            simulated += float(checked.sim.stats.get("virtual-seconds", 0.0))
+            hidden = checked.valid is False and observable and not checked.observable
+            if hidden:
+                live.say(
+                    f"attempt {attempt}: seed {seed}: INVALID by simulator invariants only "
+                    f"({', '.join(sorted(checked.anomalies))}); going on"
+                )
+            elapsed = time.monotonic() - start
+            live.status(
+                f"explore: attempt {attempt} (seed {seed}) · {attempt / elapsed:.2f} runs/s · {simulated:,.0f} s "
+                f"simulated in {elapsed:,.1f} s · {max(0.0, deadline - time.monotonic()):,.0f} s of budget left"
             )
-        if checked.valid is False and not hidden:
-            run_dir = new_run(store, spec.name)
-            test = test_document(spec, **{"explore-attempts": attempt})
-            store_run(run_dir, checked, test)
-            anomalies = ", ".join(sorted(checked.anomalies))
-            print(
-                f"found an invalid run after {attempt} attempt(s): seed {seed}, anomalies: {anomalies}", file=sys.stderr
-            )
-            print(f"stored in {run_dir}", file=sys.stderr)
-            print(f"replay: kraftwerk replay {shlex.quote(str(run_dir))}", file=sys.stderr)
-            print(f"shrink: kraftwerk shrink {shlex.quote(str(run_dir))}", file=sys.stderr)
-            print(str(run_dir))
-            return 1
-        spec = replace(spec, seed=seed_after(seed))
-    print(f"no invalid run in {attempt} attempt(s) within the budget", file=sys.stderr)
+            if checked.valid is False and not hidden:
+                run_dir = new_run(store, spec.name)
+                test = test_document(spec, **{"explore-attempts": attempt})
+                store_run(run_dir, checked, test)
+                anomalies = ", ".join(sorted(checked.anomalies))
+                for line in (
+                    f"found an invalid run after {attempt} attempt(s): seed {seed}, anomalies: {anomalies}",
+                    f"stored in {run_dir}",
+                    f"replay: kraftwerk replay {shlex.quote(str(run_dir))}",
+                    f"shrink: kraftwerk shrink {shlex.quote(str(run_dir))}",
+                ):
+                    print(line, file=sys.stderr, flush=True)
+                print(str(run_dir))
+                return 1
+            spec = replace(spec, seed=seed_after(seed))
+    print(
+        f"no invalid run in {attempt} attempt(s) within the budget ({simulated:,.0f} s simulated)",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -34,7 +34,13 @@ class Budget:
 
 
 def minimize(
-    run_dir: Path, test: dict, stored: TestSpec, plan: SimPlan, limits: Budget, say: Callable[[str], None]
+    run_dir: Path,
+    test: dict,
+    stored: TestSpec,
+    plan: SimPlan,
+    limits: Budget,
+    say: Callable[[str], None],
+    status: Callable[[str], None] | None = None,
 ) -> int:
     """Shrink the stored run `stored` (test.json `test`, schedule `plan`) of `run_dir` into `run_dir/minimal`:
     0 a smaller failing schedule was written, 1 nothing smaller fails the same way (the original is written),
@@ -59,7 +65,14 @@ def minimize(
         )
         return EXIT_BAD_INPUT
     shrinker = Shrinker(
-        original, budget, say, robust=robust, observable=observable, robust_min=robust_min, max_runs=max_runs
+        original,
+        budget,
+        say,
+        robust=robust,
+        observable=observable,
+        robust_min=robust_min,
+        max_runs=max_runs,
+        status=status,
     )
     say(f"anomaly class: {', '.join(sorted(shrinker.target))}")
     before = shrinker.size(original)

@@ -269,9 +269,11 @@ class Shrinker:
         robust_min: int | None = None,
         max_runs: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        status: Callable[[str], None] | None = None,
     ) -> None:
         """`budget_s` seconds of wall time (by `clock`) and `max_runs` simulator runs bound the search
-        (None: no bound of that kind; at least one must be given)."""
+        (None: no bound of that kind; at least one must be given). `log` gets messages; `status` (default:
+        `log`) the progress line: the pass under way, the smallest schedule so far and the runs used."""
         if budget_s is None and max_runs is None:
             raise ValueError("a shrink needs a budget: seconds, runs or both")
         self.original = original
@@ -286,6 +288,7 @@ class Shrinker:
         self.current = original  # the run the passes are shrinking
         self.best = original  # the smallest failing run seen from any start
         self.log = log or (lambda msg: None)
+        self.status = status or self.log
         self._last_log = 0.0
         self._started = time.monotonic()
         self.step = "fresh starts"  # the pass under way, for the progress lines
@@ -369,11 +372,11 @@ class Shrinker:
 
     def progress(self, force: bool = False) -> None:
         now = time.monotonic()
-        if force or now - self._last_log >= 2.0:
+        if force or now - self._last_log >= (2.0 if self.status is self.log else 0.25):
             self._last_log = now
             f, o, n, c = self.size(self.best)
             runs = f"{self.runs} of {self.max_runs}" if self.max_runs is not None else str(self.runs)
-            self.log(
+            self.status(
                 f"  [{self.step}] now {f} fault events, {o} operations, {n} nodes, {c} clients "
                 f"(after {runs} runs, {now - self._started:.0f} s)"
             )

@@ -135,8 +135,9 @@ def test_explore_and_shrink_show_their_progress(tmp_path: Path, capsys: pytest.C
     assert run_explore(args) == 1
     err = capsys.readouterr().err
     assert re.search(
-        r"attempt 1: seed 0: INVALID  \[[0-9.]+ runs/s, [0-9,]+ s simulated in [0-9.,]+ s, [0-9,]+ s of budget", err
+        r"explore: attempt 1 \(seed 0\) · [0-9.]+ runs/s · [0-9,]+ s simulated in [0-9.,]+ s · [0-9,]+ s of budget", err
     )
+    assert "found an invalid run after 1 attempt(s): seed 0" in err
     run_dir = (tmp_path / "latest").resolve()
     assert run_shrink(argparse.Namespace(run_dir=str(run_dir), max_runs="60", quiet=False)) == 0
     err = capsys.readouterr().err

@@ -414,3 +414,13 @@ def test_smoke_suite_passes_and_its_junit_validates(tmp_path: Path) -> None:
     assert validate_junit(root) == []
     cases = root.findall(".//testcase")
     assert len(cases) >= 70 and not root.findall(".//failure") and not root.findall(".//error")
+
+
+def test_quiet_prints_the_summary_without_a_line_per_run(tmp_path: Path) -> None:
+    suite = write(tmp_path, "[[matrix]]\ntime-limit = 3\nseeds = [1, 2]\n")
+    loud = kraftwerk("suite", str(suite), "--store", str(tmp_path / "a"))
+    quiet = kraftwerk("suite", str(suite), "--store", str(tmp_path / "b"), "-q")
+    assert loud.returncode == quiet.returncode == 0, loud.stderr + quiet.stderr
+    assert "[1/2]" in loud.stdout + loud.stderr
+    assert "[1/2]" not in quiet.stdout + quiet.stderr
+    assert "2 passed, 0 failed" in quiet.stdout
