@@ -8,10 +8,10 @@ from pathlib import Path
 
 from checkers.errors import InputError
 from checkers.verdict import EXIT_BAD_INPUT
+from harness.core.live import LiveLine
 from harness.core.spec import SpecError, given
 from harness.core.spec import add_arguments as add_test_arguments
 from harness.sim.runs import from_schedule, load_run
-from harness.tools.live import LiveLine
 from harness.tools.minimize import Budget, minimize
 from harness.tools.shrink import parse_budget, parse_max_runs, parse_robust
 

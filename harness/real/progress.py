@@ -1,7 +1,8 @@
-"""Live progress of a real run on stderr (rich): phase, time left, ops/s, ok/fail/info, active faults.
+"""Live progress of a real run on stderr: phase, time left, ops/s, ok/fail/info, active faults.
 
-Messages printed through `say` appear above the live line. With `quiet` nothing is shown.
-On a non-terminal stderr rich does not animate; the last state is printed when it stops.
+The line is a `harness.core.live.LiveLine`: redrawn on a terminal, with messages printed through `say`
+above it; in a log, a line every few seconds and the last state when the run stops. With `quiet` nothing
+is shown.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
+
+from harness.core.live import LiveLine
 
 
 class Progress:
@@ -23,12 +26,7 @@ class Progress:
         self.phase = "setup"
         self.deadline: float | None = None
         self._recent: deque[float] = deque()
-        self._live: Any = None
-        self._console: Any = None
-        if not quiet:
-            from rich.console import Console
-
-            self._console = Console(stderr=True, highlight=False, soft_wrap=True)
+        self._line = LiveLine(quiet, every=10.0, render=self.line, last=True)
 
     # ------------------------------------------------------------------ inputs
     def on_event(self, event: dict[str, Any]) -> None:
@@ -43,12 +41,10 @@ class Progress:
     def set_phase(self, phase: str, seconds: float | None = None) -> None:
         self.phase = phase
         self.deadline = None if seconds is None else time.monotonic() + seconds
-        if self._live is not None:
-            self._live.refresh()
+        self._line.status(self.line(), force=True)  # a log gets a line at each phase
 
     def say(self, message: str) -> None:
-        if self._console is not None:
-            self._console.print(message, markup=False)
+        self._line.say(message)
 
     # ------------------------------------------------------------------ rendering
     def rate(self, window: float = 5.0) -> float:
@@ -72,22 +68,9 @@ class Progress:
             f"nemesis {self.nemesis_events}  faults: {active}"
         )
 
-    def __rich__(self) -> Any:
-        from rich.text import Text
-
-        return Text(self.line())
-
     def __enter__(self) -> Progress:
-        if self._console is not None:
-            from rich.live import Live
-
-            self._live = Live(self, console=self._console, refresh_per_second=4, transient=False)
-            self._live.start()
+        self._line.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
-            if not self._console.is_terminal:  # rich leaves the last line open when it cannot animate
-                self._console.print()
+        self._line.__exit__(*exc)

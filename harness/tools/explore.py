@@ -15,15 +15,15 @@ import sys
 import time
 from dataclasses import replace
 
+from harness.core.live import LiveLine
 from harness.core.spec import TestSpec, seed_after
 from harness.sim.runs import simulate, store_run
 from harness.store.runs import new_run, test_document
-from harness.tools.live import LiveLine
 
 
 def search(spec: TestSpec, store: str, budget: float, observable: bool = False, quiet: bool = False) -> int:
     """Seed after seed from `spec.seed` until an invalid run (1, its directory printed) or the budget (0). Unless
-    `quiet`, a live line on stderr (harness.tools.live) shows attempts, runs per second, simulated time and the
+    `quiet`, a live line on stderr (harness.core.live) shows attempts, runs per second, simulated time and the
     budget left, and each invalid run is named."""
     start = time.monotonic()
     deadline = start + budget

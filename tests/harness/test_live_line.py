@@ -1,5 +1,5 @@
-"""`LiveLine` (explore's and shrink's progress): redrawn in place on a terminal, a plain line at most every few
-seconds in a log, nothing with -q; messages always stay."""
+"""`LiveLine` (the progress of real runs, explore and shrink): redrawn in place on a terminal, a plain line at
+most every few seconds in a log, nothing with -q; messages always stay."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import io
 import pytest
 from rich.console import Console
 
-from harness.tools.live import LiveLine
+from harness.core.live import LiveLine
 
 
 def test_in_a_log_the_status_is_a_plain_line_at_most_every_few_seconds(capsys: pytest.CaptureFixture[str]) -> None:
