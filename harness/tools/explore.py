@@ -38,7 +38,7 @@ def search(spec: TestSpec, store: str, budget: float, observable: bool = False, 
             hidden = checked.valid is False and observable and not checked.observable
             if hidden:
                 live.say(
-                    f"attempt {attempt}: seed {seed}: INVALID by simulator invariants only "
+                    f"attempt {attempt}: seed {seed}: INVALID, but by only simulator invariants "
                     f"({', '.join(sorted(checked.anomalies))}); going on"
                 )
             elapsed = time.monotonic() - start
