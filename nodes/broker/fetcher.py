@@ -38,8 +38,13 @@ class ReplicaFetcher:
         self.rm = rm
         self.sessions: dict[int, _Session] = {}
         self._ordered: list[Partition] = []  # rm.partitions by partition (partitions are only ever added)
+        self._by_leader: dict[int, list[Partition]] = {}
+        self._by_leader_version = -1  # rm.leadership_version that _by_leader was computed at
 
     def _followed(self) -> dict[int, list[Partition]]:
+        """The partitions this broker follows, by leader (in partition order; not to be mutated)."""
+        if self._by_leader_version == self.rm.leadership_version:
+            return self._by_leader
         partitions = self.rm.partitions
         ordered = self._ordered
         if len(ordered) != len(partitions):
@@ -49,6 +54,8 @@ class ReplicaFetcher:
         for p in ordered:
             if p.role is follower and p.leader is not None:
                 by_leader.setdefault(p.leader, []).append(p)
+        self._by_leader = by_leader
+        self._by_leader_version = self.rm.leadership_version
         return by_leader
 
     def _waiting_for_flush(self, p: Partition) -> bool:
