@@ -8,6 +8,7 @@ stops).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -35,8 +36,10 @@ _CREATE_RETRY_NS = 1_000 * MS
 CreateTopic = Callable[[CreateTopicsRequest, Callable[[CreateTopicsResponse], None]], None]
 
 
+@functools.lru_cache(maxsize=4096)
 def java_hash(text: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units), as Kafka maps a key to a partition."""
+    """Java's ``String.hashCode`` (over UTF-16 code units), as Kafka maps a key to a partition
+    (memoised: the coordinators hash the same group and transactional ids over and over)."""
     h = 0
     data = text.encode("utf-16-be")
     for i in range(0, len(data), 2):
@@ -84,6 +87,7 @@ class InternalTopicCoordinator:
         self.loads: dict[int, Load] = {}  # partitions of TOPIC this broker leads (loaded or loading)
         self._create_after = 0
         self._creating = False
+        self._followed: tuple[int, int] | None = None  # (leadership version, partition count) last followed
 
     @property
     def now(self) -> int:
@@ -176,6 +180,9 @@ class InternalTopicCoordinator:
         n = self._partition_count()
         if n is None:
             return
+        key = (self.host.replicas.leadership_version, n)
+        if key == self._followed:
+            return  # no partition changed role or leader epoch since: the loads are up to date
         led = {}
         for index in range(n):
             p = self.host.replicas.partitions.get(TopicPartition(self.TOPIC, index))
@@ -187,6 +194,7 @@ class InternalTopicCoordinator:
         for index, p in led.items():
             if index not in self.loads:
                 self._load(index, n, p)
+        self._followed = key
 
     def _unload(self, index: int, n: int) -> None:
         raise NotImplementedError

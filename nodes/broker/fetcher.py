@@ -38,8 +38,17 @@ class ReplicaFetcher:
         self.rm = rm
         self.sessions: dict[int, _Session] = {}
         self._ordered: list[Partition] = []  # rm.partitions by partition (partitions are only ever added)
+        self._by_leader: dict[int, list[Partition]] = {}
+        self._by_leader_version = -1  # rm.leadership_version that _by_leader was computed at
+        # Every followed leader had a fetch in flight at the end of the last poll: until the leadership
+        # changes (this version), a response arrives (on_response clears it) or the first of those fetches
+        # times out (this time; None: nothing followed), poll has nothing to do and next_deadline is that time.
+        self._quiet: tuple[int, int | None] | None = None
 
     def _followed(self) -> dict[int, list[Partition]]:
+        """The partitions this broker follows, by leader (in partition order; not to be mutated)."""
+        if self._by_leader_version == self.rm.leadership_version:
+            return self._by_leader
         partitions = self.rm.partitions
         ordered = self._ordered
         if len(ordered) != len(partitions):
@@ -49,6 +58,8 @@ class ReplicaFetcher:
         for p in ordered:
             if p.role is follower and p.leader is not None:
                 by_leader.setdefault(p.leader, []).append(p)
+        self._by_leader = by_leader
+        self._by_leader_version = self.rm.leadership_version
         return by_leader
 
     def _waiting_for_flush(self, p: Partition) -> bool:
@@ -58,6 +69,10 @@ class ReplicaFetcher:
 
     def poll(self, now: int) -> None:
         """Send a fetch to every leader that has none in flight (and time out lost ones)."""
+        quiet = self._quiet
+        if quiet is not None and quiet[0] == self.rm.leadership_version and (quiet[1] is None or now < quiet[1]):
+            return
+        self._quiet = None
         host = self.rm.host
         config = self.rm.config
         broker_epoch = host.broker_epoch()
@@ -105,12 +120,20 @@ class ReplicaFetcher:
             session.deadline = now + (config.replica_fetch_wait_max_ms + config.request_timeout_ms) * MS
             session.epochs = {p.tp: p.leader_epoch for p in ready}
             host.send(leader, request)
+        deadlines = []
+        for leader in followed:
+            session = self.sessions.get(leader)
+            if session is None or session.correlation is None:
+                return
+            deadlines.append(session.deadline)
+        self._quiet = (self.rm.leadership_version, min(deadlines) if deadlines else None)
 
     def on_response(self, src: int, response: FetchRecordsResponse) -> None:
         session = self.sessions.get(src)
         if session is None or session.correlation != response.correlation:
             return  # stale: a newer request superseded it, or we stopped following src
         session.correlation = None
+        self._quiet = None
         for result in response.partitions:
             p = self.rm.partitions.get(result.partition)
             if p is None or p.role is not Role.FOLLOWER or p.leader != src:
@@ -146,6 +169,9 @@ class ReplicaFetcher:
         """When :meth:`poll` next has work on its own: a fetch timing out, or the end of the
         backoff of a leader's partitions. (Flushes and responses arrive as inputs.)"""
         now = self.rm.host.now
+        quiet = self._quiet
+        if quiet is not None and quiet[0] == self.rm.leadership_version and (quiet[1] is None or now < quiet[1]):
+            return quiet[1]
         times: list[int] = []
         for leader, parts in self._followed().items():
             session = self.sessions.get(leader)

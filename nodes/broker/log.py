@@ -28,16 +28,13 @@ class PartitionLog:
         self._cum: list[int] = [0]  # _cum[i]: bytes in batches[:i]
         self._epochs: list[int] = []
         self._starts: list[int] = []
+        self.end_offset = 0
+        """Log end offset (LEO): the offset the next record gets (kept up to date by append and truncate)."""
         for batch in batches:
             self.append(batch)
 
     def __len__(self) -> int:
         return len(self._batches)
-
-    @property
-    def end_offset(self) -> int:
-        """Log end offset (LEO): the offset the next record gets."""
-        return self._batches[-1].next_offset if self._batches else 0
 
     @property
     def last_epoch(self) -> int | None:
@@ -65,6 +62,7 @@ class PartitionLog:
             self._epochs.append(batch.leader_epoch)
             self._starts.append(batch.base_offset)
         self._batches.append(batch)
+        self.end_offset = batch.base_offset + batch.record_count
         self._bases.append(batch.base_offset)
         self._cum.append(self._cum[-1] + batch.size)
 
@@ -89,7 +87,7 @@ class PartitionLog:
         del self._batches[cut:]
         del self._bases[cut:]
         del self._cum[cut + 1 :]
-        end = self.end_offset
+        end = self.end_offset = self._batches[-1].next_offset if self._batches else 0
         while self._starts and self._starts[-1] >= end:
             self._starts.pop()
             self._epochs.pop()

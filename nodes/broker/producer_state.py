@@ -40,6 +40,7 @@ retried older batch is appended a second time.
 from __future__ import annotations
 
 import bisect
+import functools
 import struct
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -147,6 +148,18 @@ def marker_of(batch: object) -> TxnMarker | None:
     (attributes,) = struct.unpack_from(">h", data, 21)
     if not attributes & _CONTROL_BIT:
         return None
+    if type(data) is bytes:  # as stored: the same control batch is served again and again, decoded once
+        return _control_marker_cached(data)
+    return _control_marker(data)
+
+
+@functools.lru_cache(maxsize=4096)
+def _control_marker_cached(data: bytes) -> TxnMarker | None:
+    return _control_marker(data)
+
+
+def _control_marker(data: bytes | bytearray | memoryview) -> TxnMarker | None:
+    """The marker in a v2 control batch's bytes, or None."""
     try:
         decoded = decode_batch(data)
     except RecordError:

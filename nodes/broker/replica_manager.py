@@ -64,6 +64,9 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory()
         self.fetcher = ReplicaFetcher(self)
         self._dirty: set[TopicPartition] = set()
+        # bumped whenever partitions may have been added or changed role, leader or leader epoch (only
+        # load() and refresh() do that), so that views of the leadership can be cached between changes
+        self.leadership_version = 0
         self._isr_check_at: int | None = None
         self._lazy_flush_at: int | None = None
 
@@ -73,6 +76,7 @@ class ReplicaManager:
         """Partition logs recovered from disk (all of it counts as flushed)."""
         for tp, batches in sorted(logs.items()):
             self.partitions[tp] = self._new_partition(tp, PartitionLog(batches))
+        self.leadership_version += 1
         if self.lazy:
             self._lazy_flush_at = next_lazy_flush(now, self.lazy_interval)
 
@@ -126,6 +130,7 @@ class ReplicaManager:
 
     def refresh(self) -> None:
         """Recompute every partition's role from the image (call after it changed)."""
+        self.leadership_version += 1
         host = self.host
         image = host.image
         registered = host.broker_epoch() is not None
