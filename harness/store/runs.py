@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,7 +24,7 @@ from checkers.history import History
 
 def _link(link: Path, target: Path) -> None:
     """Point `link` at `target` (relative), replacing an older link atomically."""
-    tmp = link.with_name(f".{link.name}.{os.getpid()}")
+    tmp = link.with_name(f".{link.name}.{os.getpid()}.{threading.get_ident()}")  # two runs may start at once
     if tmp.is_symlink() or tmp.exists():
         tmp.unlink()
     tmp.symlink_to(os.path.relpath(target, link.parent))

@@ -67,23 +67,33 @@ def run_one(index: int, spec_doc: dict[str, Any], store: str, keep: str, batch: 
 
     marks = Path(store) / ".fleet" / batch
     marks.mkdir(parents=True, exist_ok=True)
-    mark, claim = marks / f"{index}.json", marks / f"{index}.claim"
-    # Spark runs a task again when an attempt fails or its executor is lost: a run the lost attempt
-    # finished is kept, one it left half-written is removed, so each index is stored exactly once
+    mark = marks / f"{index}.json"
+    # Spark runs a task again when an attempt fails or its executor is lost, and a lost executor's attempt may
+    # still be running beside the new one. Each attempt claims its own run directory; the first to finish
+    # publishes its row (a hard link: atomic, and refused if a row is there) and removes what other attempts
+    # left; a later one removes its own. So each index is stored exactly once.
     if mark.exists():
         return RunRow.from_json(json.loads(mark.read_text(encoding="utf-8")))
-    if claim.exists():
-        shutil.rmtree(claim.read_text(encoding="utf-8"), ignore_errors=True)
-        claim.unlink()
+    attempt = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+    claim = marks / f"{index}.claim.{attempt}"
     spec = TestSpec.from_json(spec_doc)
     started = time.monotonic()
     checked = simulate(spec)
     run_dir: Path | None = None
     if keep == "all" or checked.valid is False:
-        run_dir = new_run(store, spec.name or f"{spec.workload}-sim")
-        claim.write_text(str(run_dir), encoding="utf-8")
-        test = {**spec.to_json(), "argv": sys.argv[:1], "fleet-batch": batch}
-        store_run(run_dir, checked, test)
+        try:
+            run_dir = new_run(store, spec.name or f"{spec.workload}-sim")
+            claim.write_text(str(run_dir), encoding="utf-8")
+            test = {**spec.to_json(), "argv": sys.argv[:1], "fleet-batch": batch}
+            store_run(run_dir, checked, test)
+        except OSError:
+            if not mark.exists():
+                raise
+            # the attempt that finished first removed this one's run directory as a dead attempt's
+            if run_dir is not None:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            claim.unlink(missing_ok=True)
+            return RunRow.from_json(json.loads(mark.read_text(encoding="utf-8")))
     row = RunRow(
         index=index,
         seed=spec.seed,
@@ -95,11 +105,23 @@ def run_one(index: int, spec_doc: dict[str, Any], store: str, keep: str, batch: 
         wall_seconds=time.monotonic() - started,
         host=socket.gethostname(),
     )
-    tmp = marks / f".{index}.tmp"
+    tmp = marks / f".{index}.{attempt}.tmp"
     tmp.write_text(json.dumps(row.to_json()), encoding="utf-8")
-    os.replace(tmp, mark)
-    with contextlib.suppress(FileNotFoundError):
-        claim.unlink()
+    try:
+        os.link(tmp, mark)
+    except FileExistsError:  # another attempt of this task finished first: its run is the one kept
+        if run_dir is not None:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        tmp.unlink()
+        claim.unlink(missing_ok=True)
+        return RunRow.from_json(json.loads(mark.read_text(encoding="utf-8")))
+    tmp.unlink()
+    for other in marks.glob(f"{index}.claim*"):  # attempts that died after making their run directory
+        if other != claim:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(other.read_text(encoding="utf-8"), ignore_errors=True)
+                other.unlink()
+    claim.unlink(missing_ok=True)
     return row
 
 

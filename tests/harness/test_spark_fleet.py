@@ -190,3 +190,17 @@ def test_the_shipped_packages_zip_is_removed_when_the_driver_exits(tmp_path: Pat
     shipped = Path(done.stdout.strip())
     assert shipped.parent.parent == tmp_path  # it was made where we look
     assert not shipped.parent.exists()
+
+
+def test_two_attempts_of_one_task_at_once_store_its_run_once(tmp_path: Path) -> None:
+    """A lost executor's attempt may still run beside its replacement: both simulate, the first to finish keeps
+    its run, the other removes its own (the CI failure of 2026-11-28: 201 runs stored for 200)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    doc = TestSpec(seed=7, time_limit=2.0, name="twice").to_json()
+    with ThreadPoolExecutor(2) as pool:
+        rows = list(pool.map(lambda _: run_one(0, doc, str(tmp_path), "all", "b1"), range(2)))
+    assert rows[0] == rows[1]
+    runs = [d for d in (tmp_path / "twice").iterdir() if d.name != "latest"]
+    assert [str(d) for d in runs] == [rows[0].run_dir]
+    assert sorted(p.name for p in (tmp_path / ".fleet" / "b1").iterdir()) == ["0.json"]
