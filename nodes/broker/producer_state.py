@@ -29,8 +29,13 @@ first offset, marker offset)`` so a read_committed fetch can list the ones overl
 serves; the earliest open transaction's first offset bounds the last stable offset
 (:meth:`ProducerStateManager.first_unstable_offset`). A marker whose producer epoch is older than
 the producer's current one is refused with INVALID_PRODUCER_EPOCH, as an idempotent or
-transactional batch is; a newer one becomes the producer's epoch. All of this is rebuilt from the
-log with the sequence state.
+transactional batch is; a newer one becomes the producer's epoch. A marker whose coordinator epoch
+(the leader epoch of the transaction coordinator's ``__transaction_state`` partition) is older than
+that of the producer's last marker here is refused with TRANSACTION_COORDINATOR_FENCED, as Kafka's
+``ProducerAppendInfo.appendEndTxnMarker`` does: a deposed coordinator that still believes it leads
+(paused, then resumed) may send the markers of a transaction its successor already completed, and
+the same producer id and epoch may have opened its next transaction here since, which such a
+marker would end. All of this is rebuilt from the log with the sequence state.
 
 Seeded bug ``dedup-window-1``: only the last batch is retained, and a batch before it that is not
 recognised as a duplicate is taken for a producer whose older state is gone and accepted, so a
@@ -226,11 +231,13 @@ class _Retained:
 
 @dataclass(slots=True)
 class ProducerEntry:
-    """One producer on one partition: its epoch and its last batches (oldest first)."""
+    """One producer on one partition: its epoch, its last batches (oldest first) and the
+    coordinator epoch of its last transaction marker (-1: none yet)."""
 
     producer_id: int
     epoch: int
     batches: deque[_Retained]
+    coordinator_epoch: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -245,7 +252,8 @@ class ProducerEntry:
         return None
 
     def copy(self) -> ProducerEntry:
-        return ProducerEntry(self.producer_id, self.epoch, deque(self.batches, maxlen=self.batches.maxlen))
+        batches = deque(self.batches, maxlen=self.batches.maxlen)
+        return ProducerEntry(self.producer_id, self.epoch, batches, self.coordinator_epoch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,10 +326,16 @@ class ProducerStateManager:
     # ------------------------------------------------------------------ transactions
 
     def validate_marker(self, marker: TxnMarker) -> BrokerError | None:
-        """INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch, else None."""
+        """INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch,
+        TRANSACTION_COORDINATOR_FENCED for one from an older coordinator epoch than the producer's
+        last marker here (a deposed coordinator's), else None."""
         entry = self.producers.get(marker.producer_id)
-        if entry is not None and marker.producer_epoch < entry.epoch and self.fence:
+        if entry is None:
+            return None
+        if marker.producer_epoch < entry.epoch and self.fence:
             return BrokerError.INVALID_PRODUCER_EPOCH
+        if marker.coordinator_epoch < entry.coordinator_epoch:
+            return BrokerError.TRANSACTION_COORDINATOR_FENCED
         return None
 
     def marker_appended(self, marker: TxnMarker, offset: int) -> None:
@@ -330,10 +344,11 @@ class ProducerStateManager:
         pid = marker.producer_id
         entry = self.producers.get(pid)
         if entry is None:
-            self.producers[pid] = ProducerEntry(pid, marker.producer_epoch, deque(maxlen=self.window))
+            entry = self.producers[pid] = ProducerEntry(pid, marker.producer_epoch, deque(maxlen=self.window))
         elif marker.producer_epoch > entry.epoch:
             entry.epoch = marker.producer_epoch
             entry.batches.clear()
+        entry.coordinator_epoch = marker.coordinator_epoch
         first = self.ongoing.pop(pid, offset)
         if not marker.commit:
             self.aborted.append(AbortedTxn(pid, first, offset))

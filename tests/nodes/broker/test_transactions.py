@@ -97,6 +97,30 @@ def test_old_epochs_are_fenced_for_batches_and_markers():
     assert m.validate([txn(7, 0, epoch=2)]) is None
 
 
+def test_a_marker_from_an_older_coordinator_epoch_is_fenced_and_rebuilt_from_the_log():
+    """A deposed coordinator's marker (an older coordinator epoch than the producer's last marker here)
+    must not end the producer's next transaction: TRANSACTION_COORDINATOR_FENCED, as Kafka."""
+    m = ProducerStateManager()
+    m.appended(txn(7, 0), 0, 0)
+    m.marker_appended(TxnMarker(7, 0, COMMIT, coordinator_epoch=1), 1)  # the new coordinator's commit
+    m.appended(txn(7, 1), 2, 2)  # the producer's next transaction, same epoch
+    stale = TxnMarker(7, 0, COMMIT, coordinator_epoch=0)  # the old coordinator's, for the first one
+    assert m.validate_marker(stale) is E.TRANSACTION_COORDINATOR_FENCED
+    assert m.validate_marker(TxnMarker(7, 0, ABORT, coordinator_epoch=1)) is None
+    assert m.validate_marker(TxnMarker(7, 0, ABORT, coordinator_epoch=2)) is None
+    assert m.validate_marker(TxnMarker(99, 0, ABORT, coordinator_epoch=0)) is None  # no state here
+    assert m.first_unstable_offset() == 2
+    log = [
+        Batch(0, 1, 0, b"", producer=txn(7, 0)),
+        Batch(1, 1, 0, b"", producer=TxnMarker(7, 0, COMMIT, coordinator_epoch=1)),
+        Batch(2, 1, 0, b"", producer=txn(7, 1)),
+    ]
+    rebuilt = ProducerStateManager()
+    rebuilt.rebuild(log)
+    assert rebuilt.validate_marker(stale) is E.TRANSACTION_COORDINATOR_FENCED
+    assert rebuilt.producers[7].coordinator_epoch == 1 and rebuilt.first_unstable_offset() == 2
+
+
 # A log as a list of actions: ("data", pid, transactional) or ("end", pid, commit)
 _ACTION = st.one_of(
     st.tuples(st.just("data"), st.integers(1, 3), st.booleans()),

@@ -25,6 +25,7 @@ E = BrokerError
 TXN = "tx-1"
 GROUP = "g1"
 P0, P1 = TopicPartition("t0", 0), TopicPartition("t0", 1)
+SEEDS_DEPOSED = [1, 2, 3]
 RETRY = (E.CONCURRENT_TRANSACTIONS, E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE)
 
 
@@ -53,9 +54,10 @@ class Producer:
         found: list[int] = []
 
         def ask() -> bool:
-            r = self.c.request(self.c.alive()[0], "group_call", gm.FindCoordinatorRequest((self.txn_id,), 1), 500)
+            live = running(self.c)
+            r = self.c.request(live[0], "group_call", gm.FindCoordinatorRequest((self.txn_id,), 1), 500)
             info = None if r is None else r.coordinators[0]
-            if info is None or info.error is not E.NONE or info.node_id not in self.c.alive():
+            if info is None or info.error is not E.NONE or info.node_id not in live:
                 return False
             found.append(info.node_id)
             return True
@@ -112,6 +114,11 @@ class Producer:
 
     def end(self, commit: bool) -> BrokerError:
         return self.call("txn_call", tm.EndTxnRequest(self.txn_id, self.pid, self.epoch, commit)).error
+
+
+def running(c: BrokerCluster) -> list[int]:
+    """The live nodes that are not paused (a paused node's answers wait for its resume)."""
+    return [i for i in c.alive() if not c.sim.nodes[i].paused]
 
 
 def _first(r: Any) -> BrokerError:
@@ -179,7 +186,7 @@ def visible(c: BrokerCluster, tp: TopicPartition) -> list[Any]:
 
 
 def meta_of(c: BrokerCluster, txn_id: str = TXN) -> Any:
-    for i in c.alive():
+    for i in running(c):
         meta = c.broker(i).txn.txns.get(txn_id)
         if meta is not None and c.broker(i).txn._status(txn_id) is E.NONE:
             return meta
@@ -289,6 +296,48 @@ def test_a_new_coordinator_finishes_a_prepared_commit(seed: int) -> None:
     assert c.run_until(lambda: p.coordinator() != old and settled(c, COMPLETE_COMMIT), 30_000)
     assert c.run_until(lambda: visible(c, P0) == ["a"] and visible(c, P1) == ["b"], 10_000)
     assert committed_offset(c, P0) == 11
+    assert c.violations == [] and c.fatal == {}
+
+
+@pytest.mark.parametrize("seed", SEEDS_DEPOSED)
+def test_a_deposed_coordinator_that_wakes_up_cannot_end_the_producers_next_transaction(seed: int) -> None:
+    """A coordinator paused (SIGSTOP) after its followers fetched a PrepareCommit, but before it heard
+    so, is deposed; its successor completes that commit and the producer (same id and epoch) opens its
+    next transaction on the partition. When the old coordinator resumes, the queued fetches complete
+    its PrepareCommit write and it sends that commit's markers again, with the old coordinator epoch:
+    the partition leader must refuse them (TRANSACTION_COORDINATOR_FENCED, as Kafka's
+    ProducerStateManager does), else the marker ends the next transaction there as committed and its
+    later abort marker finds nothing open (the G1a of a CI run of test_txn_on_local_is_valid)."""
+    c = ready(seed=seed)
+    p = Producer(c)
+    p.init()
+    old = p.coordinator()
+    tp = next((tp for tp in (P0, P1) if c.partition_leader(tp) != old), None)
+    assert tp is not None, "a partition that the coordinator does not lead"
+    leader = c.partition_leader(tp)
+    assert p.add(tp) is E.NONE and p.send(tp, "a") is E.NONE
+    state = TopicPartition(gm.TRANSACTION_STATE_TOPIC, c.broker(old).txn.partition_of(TXN))
+    end = c.broker(old).replicas.partitions[state].leo
+    followers = [i for i in c.alive() if i != old]
+    c.call(old, "txn_call", c.rid(), tm.EndTxnRequest(TXN, p.pid, p.epoch, True))
+    # every follower has the PrepareCommit; the coordinator has not yet seen them acknowledge it
+    assert c.run_until(lambda: all(c.broker(f).replicas.partitions[state].leo > end for f in followers), 2_000)
+    stale = c.broker(old).txn.txns[TXN]
+    assert stale.pending and stale.state == ONGOING
+    c.sim.nodes[old].pause()
+    assert p.end(commit=True) is E.NONE  # the successor completes it
+    assert p.coordinator() != old
+    assert c.run_until(lambda: settled(c, COMPLETE_COMMIT), 10_000)
+    assert c.run_until(lambda: visible(c, tp) == ["a"], 10_000)
+    assert c.partition_leader(tp) == leader
+    assert p.add(tp) is E.NONE and p.send(tp, "b") is E.NONE  # the next transaction, same id and epoch
+    c.sim.nodes[old].resume()
+    c.run_for(500)
+    assert stale.state == PREPARE_COMMIT  # its write completed: it did send its markers again
+    assert p.end(commit=False) is E.NONE
+    assert c.run_until(lambda: settled(c, COMPLETE_ABORT), 10_000)
+    c.run_for(1_000)
+    assert visible(c, tp) == ["a"]
     assert c.violations == [] and c.fatal == {}
 
 
