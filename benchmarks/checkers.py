@@ -49,9 +49,12 @@ PORCUPINE_DATA = H / "porcupine"
 EXIT_NO_PORCUPINE = 2
 
 
+TREE = ROOT  # whose `kraftwerk check` runs: this tree, or --tree (benchmarks/speed.py's baseline)
+
+
 def _child_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = str(TREE)
     return env
 
 
@@ -91,7 +94,7 @@ class Corpus:
 
     def run_ours(self, expected: dict[str, bool]) -> float:
         argv = [sys.executable, "-m", "harness.cli", "check", *self.files, "--model", self.model, "--quiet"]
-        wall, cpu, rss, code, out = _timed(argv, ROOT, _child_env())
+        wall, cpu, rss, code, out = _timed(argv, TREE, _child_env())
         self.ours_cpu.append(cpu)
         if code not in (0, 1):
             raise SystemExit(f"kraftwerk check failed on {self.name} (exit {code})")
@@ -208,7 +211,12 @@ def main() -> int:
     )
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
     parser.add_argument("--extras", action="store_true", help="also the Knossos corpus and checker throughput")
+    parser.add_argument(
+        "--tree", default=str(ROOT), metavar="DIR", help="the kraftwerk checkout whose checker runs (default: this one)"
+    )
     args = parser.parse_args()
+    global TREE
+    TREE = Path(args.tree).resolve()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     binary = args.porcupine
