@@ -257,10 +257,44 @@ def _read_lines(text: str, plain: bool = False) -> list[tuple[Any, int]] | None:
     return out
 
 
+def _read_uniform(text: str) -> list[tuple[dict[str, Any], int]] | None:
+    """Fast path of the fast path: every line a flat map with the first line's keys in the same order (how a
+    program writes one op per line), read by one regular expression over the whole text; None otherwise."""
+    body = text.rstrip(" \t\r\n")
+    if not body.startswith("{") or "\n\n" in body:
+        return None
+    end = body.find("\n")
+    keys = [k for k, _ in _FLAT_PAIR.findall(body if end < 0 else body[:end])]
+    if not keys:
+        return None
+    separator = r"[ \t]*,?[ \t]*"
+    pairs = separator.join(":" + re.escape(k) + r"[ \t]+(" + _SCALAR + ")" for k in keys)
+    rows = re.findall(r"^[ \t]*\{[ \t]*" + pairs + separator + r"\}[ \t]*\r?$", body, re.MULTILINE)
+    if len(rows) != body.count("\n") + 1:
+        return None
+    if len(keys) == 1:
+        rows = [(v,) for v in rows]
+    memo: dict[str, Any] = {}
+    columns = []
+    for raw in zip(*rows):
+        column = []
+        for v in raw:
+            try:
+                column.append(memo[v])
+            except KeyError:
+                column.append(memo.setdefault(v, _flat_plain(v)))
+        columns.append(column)
+    return [(dict(zip(keys, values)), n) for n, values in enumerate(zip(*columns), 1)]
+
+
 def read_flat_lines(text: str) -> list[tuple[dict[str, Any], int]] | None:
     """One flat op map per line, keywords read as plain strings; None when the text is not like that."""
     head = text.lstrip()
     if head.startswith("{") and "\n" in head and _FLAT_LINE.fullmatch(head[: head.index("\n")]):
+        if text[:1] == "{":  # the fast path's line numbers count from the first line
+            uniform = _read_uniform(text)
+            if uniform is not None:
+                return uniform
         return _read_lines(text, plain=True)
     return None
 

@@ -40,12 +40,36 @@ def _plain(value: Any) -> Any:
 _KNOWN = frozenset(("type", "process", "f", "value", "time", "key", "index", "error", "node"))
 
 
+_SCALARS = (type(None), bool, int, float)
+
+
 def _op_from_edn(obj: Any, source: str, line: int, position: int) -> Op:
+    if type(obj) is dict and obj.keys() <= _KNOWN:  # the common shape, read by edn.read_flat_lines
+        typ, process, f, time = obj.get("type"), obj.get("process"), obj.get("f"), obj.get("time")
+        value, key, node, error = obj.get("value"), obj.get("key"), obj.get("node"), obj.get("error")
+        if (
+            type(typ) is str
+            and typ in TYPES
+            and type(process) is int
+            and type(f) is str
+            and (time is None or type(time) is int)
+            and (type(value) is str or type(value) in _SCALARS)
+            and (key is None or type(key) is str or type(key) is int)
+            and node is None
+            and error is None
+        ):
+            return Op(position, typ, process, f, value, time, key, None, None, line, None)
+    return _op_from_edn_any(obj, source, line, position)
+
+
+def _op_from_edn_any(obj: Any, source: str, line: int, position: int) -> Op:
     if not isinstance(obj, dict):
         raise InputError(f"expected an op map, got {type(obj).__name__}", source, line)
     typ = obj.get("type")
     if typ is None:
         raise InputError("op map without :type", source, line)
+    if not isinstance(typ, str):
+        raise InputError(f":type must be a keyword, got {typ!r}", source, line)
     typ = str.__str__(typ)
     if typ not in TYPES:
         raise InputError(f"unknown :type {typ!r}", source, line)

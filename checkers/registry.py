@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,6 @@ QUEUE_MODELS = ("queue", "txn-queue")
 MODELS = (*LINEARIZABLE_MODELS, *QUEUE_MODELS)
 
 
-@dataclass(frozen=True)
 class Checking:
     """How a workload's history is judged.
 
@@ -45,14 +43,38 @@ class Checking:
     complete ok (the queue's producer `crash`), left out of the stats rule.
     """
 
+    # An immutable value written out, not a dataclass: `kraftwerk check` starts without generating code.
+    __slots__ = ("model", "allow", "ww_deps", "never_ok")
     model: str
-    allow: tuple[str, ...] = ()
-    ww_deps: bool = False
-    never_ok: tuple[str, ...] = ()
+    allow: tuple[str, ...]
+    ww_deps: bool
+    never_ok: tuple[str, ...]
 
-    def __post_init__(self) -> None:
-        if self.model not in MODELS:
-            raise ValueError(f"unknown checker model {self.model!r} (known: {', '.join(MODELS)})")
+    def __init__(
+        self, model: str, allow: tuple[str, ...] = (), ww_deps: bool = False, never_ok: tuple[str, ...] = ()
+    ) -> None:
+        if model not in MODELS:
+            raise ValueError(f"unknown checker model {model!r} (known: {', '.join(MODELS)})")
+        for name, value in zip(self.__slots__, (model, allow, ww_deps, never_ok)):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"Checking is immutable: cannot set {name!r}")
+
+    def _fields(self) -> tuple[str, tuple[str, ...], bool, tuple[str, ...]]:
+        return self.model, self.allow, self.ww_deps, self.never_ok
+
+    def __eq__(self, other: object) -> bool:
+        return self._fields() == other._fields() if isinstance(other, Checking) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return "Checking(" + ", ".join(f"{n}={v!r}" for n, v in zip(self.__slots__, self._fields())) + ")"
+
+    def __reduce__(self) -> tuple[type[Checking], tuple[str, tuple[str, ...], bool, tuple[str, ...]]]:
+        return Checking, self._fields()
 
     @property
     def part(self) -> str:

@@ -9,7 +9,6 @@ are expensive, and a global time limit or memory budget ends the rest with
 
 from __future__ import annotations
 
-import os
 import resource
 import time
 from collections.abc import Callable, Generator
@@ -180,64 +179,41 @@ def _search_forked(
     memory_limit_mb: float | None,
     quantum: int,
 ) -> tuple[dict[Any, Outcome], dict[Any, str], Any, float]:
-    """Split keys over `jobs` forked children; the first refutation stops them all."""
+    """Split keys over `jobs` processes (this one and forked children); the first refutation stops them all."""
     import mmap
-    import pickle
-    import tempfile
 
-    refuted = mmap.mmap(-1, 1)
-    groups: list[dict[Any, list[Prepared]]] = [{} for _ in range(jobs)]
-    loads = [0] * jobs
-    for key, ops in sorted(prepared.items(), key=lambda kv: -len(kv[1])):
-        j = loads.index(min(loads))
-        groups[j][key] = ops
-        loads[j] += len(ops)
-    per_child_mb = memory_limit_mb / jobs if memory_limit_mb is not None else None
-    children = []
-    for group in groups:
-        if not group:
-            continue
-        fd, path = tempfile.mkstemp(prefix="kraftwerk-lin-")
-        pid = os.fork()
-        if pid == 0:  # child: search, write the outcome, leave without cleanup handlers
-            code = 0
-            try:
-                outcomes, unknown, invalid = interleave(
-                    group, initial, deadline, per_child_mb, quantum, stop=lambda: refuted[0] == 1
-                )
-                if invalid is not _NONE:
-                    refuted[0] = 1
-                payload = (outcomes, unknown, invalid is not _NONE, invalid if invalid is not _NONE else None)
-                with os.fdopen(fd, "wb") as fh:
-                    pickle.dump((payload, _peak_rss_mb()), fh, protocol=pickle.HIGHEST_PROTOCOL)
-            except BaseException:  # noqa: BLE001 - report through the exit status
-                code = 1
-            finally:
-                os._exit(code)
-        os.close(fd)
-        children.append((pid, path))
+    from checkers.forked import balanced, map_forked
+
+    refuted = mmap.mmap(-1, 1)  # shared with the children: set by the first that refutes a key
+    keys = list(prepared)
+    sizes = [len(prepared[k]) for k in keys]
+    groups = balanced(sizes, jobs)
+    per_process_mb = memory_limit_mb / len(groups) if memory_limit_mb is not None else None
+
+    def search_group(group: list[int]) -> tuple[dict[Any, Outcome], dict[Any, str], bool, Any, float]:
+        mine = {keys[i]: prepared[keys[i]] for i in sorted(group, key=lambda i: -sizes[i])}
+        outcomes, unknown, invalid = interleave(
+            mine, initial, deadline, per_process_mb, quantum, stop=lambda: refuted[0] == 1
+        )
+        if invalid is not _NONE:
+            refuted[0] = 1
+        return outcomes, unknown, invalid is not _NONE, invalid if invalid is not _NONE else None, _peak_rss_mb()
+
     outcomes: dict[Any, Outcome] = {}
     unknown: dict[Any, str] = {}
     invalid_key: Any = _NONE
-    rss = _peak_rss_mb()
-    failed = 0
-    for pid, path in children:
-        _, status = os.waitpid(pid, 0)
-        try:
-            if os.waitstatus_to_exitcode(status) != 0:
-                failed += 1
-                continue
-            with open(path, "rb") as fh:
-                (child_outcomes, child_unknown, has_invalid, key), child_rss = pickle.load(fh)
-        finally:
-            os.unlink(path)
-        outcomes.update(child_outcomes)
-        unknown.update(child_unknown)
-        rss += child_rss
+    rss = 0.0
+    done = map_forked(search_group, [[g] for g in groups])
+    if any(result is None for result in done):
+        raise RuntimeError(f"{sum(r is None for r in done)} linearizability worker process(es) failed")
+    for result in done:
+        assert result is not None
+        ((group_outcomes, group_unknown, has_invalid, key, group_rss),) = result
+        outcomes.update(group_outcomes)
+        unknown.update(group_unknown)
+        rss += group_rss
         if has_invalid and invalid_key is _NONE:
             invalid_key = key
-    if failed:
-        raise RuntimeError(f"{failed} linearizability worker process(es) failed")
     return outcomes, unknown, invalid_key, rss
 
 

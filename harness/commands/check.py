@@ -8,12 +8,10 @@ several processes (`--jobs`); output order always follows the arguments.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
 import traceback
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -215,6 +213,8 @@ def _check_run_dir(path: str, args: argparse.Namespace) -> dict[str, Any]:
     if args.model not in ("auto", spec.checking().model, spec.checking().part):
         raise InputError(f"--model {args.model}: this run's workload is judged by {spec.checking().model}", path)
     if args.time_limit is not None:
+        from dataclasses import replace
+
         spec = replace(spec, check_time_limit=args.time_limit)
     observed, main = stored_observations(d)
     events = load_events(d) if (d / "events.jsonl").exists() else None
@@ -279,39 +279,29 @@ def check_one(path: str, args: argparse.Namespace) -> tuple[dict[str, Any], int,
         )
 
 
-_ARGS: argparse.Namespace | None = None
-FILES_PARALLEL_MIN_BYTES = 1 << 20
-
-
-def _worker(path: str) -> tuple[dict[str, Any], int, str | None]:
-    assert _ARGS is not None
-    return check_one(path, _ARGS)
-
-
 def _plan_jobs(args: argparse.Namespace) -> tuple[int, int]:
     """(processes over files, processes over keys within a file).
 
-    Many files: spread the files. A few files: check them in turn, each with its
-    keys spread over the processes (a single hard key still gets a core). A pool of
-    processes costs tens of milliseconds (imports, forks, results sent back), so files are
-    spread only when there is more than FILES_PARALLEL_MIN_BYTES of them; the 102 etcd logs
-    (0.65 MB, about 0.2 s of checking) are faster in one process.
+    Several files: spread the files over the processes (a fork costs about a millisecond, so even two small
+    files gain). One file: its keys spread over the processes (a single hard key still gets a core).
     """
     cpus = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
     if cpus <= 1:
         return 1, 1
-    total = 0
-    for f in args.files:
-        with contextlib.suppress(OSError):
-            total += os.path.getsize(f) if os.path.isfile(f) else 1 << 20
-    if len(args.files) >= 2 * cpus and total > FILES_PARALLEL_MIN_BYTES:
+    if len(args.files) >= 2:
         return min(cpus, len(args.files)), 1
     return 1, cpus
 
 
+def _size(path: str) -> int:
+    """A file's weight when files are spread over processes: its size (a run directory counts as 1 MiB)."""
+    try:
+        return os.path.getsize(path) if os.path.isfile(path) else 1 << 20
+    except OSError:
+        return 0
+
+
 def run(args: argparse.Namespace) -> int:
-    global _ARGS
-    _ARGS = args
     if args.initial is not None:
         try:
             json.loads(args.initial)
@@ -320,10 +310,7 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_BAD_INPUT
     jobs, args.key_jobs = _plan_jobs(args)
     if jobs > 1:
-        import multiprocessing
-
-        with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            outcomes = pool.map(_worker, args.files, chunksize=max(1, len(args.files) // (jobs * 4)))
+        outcomes = _check_forked(args, jobs)
     else:
         outcomes = [check_one(f, args) for f in args.files]
     out = sys.stdout
@@ -339,6 +326,24 @@ def run(args: argparse.Namespace) -> int:
 
         print_check_summary([r for r, _, _ in outcomes])
     return worst_exit(code for _, code, _ in outcomes)
+
+
+def _check_forked(args: argparse.Namespace, jobs: int) -> list[tuple[dict[str, Any], int, str | None]]:
+    """check_one over the files, spread over `jobs` forked processes by size; the outcomes in the files' order."""
+    from checkers.forked import balanced, map_forked
+
+    groups = balanced([_size(f) for f in args.files], jobs)
+    done = map_forked(lambda i: check_one(args.files[i], args), groups)
+    outcomes: list[tuple[dict[str, Any], int, str | None]] = [({}, EXIT_INTERNAL, None)] * len(args.files)
+    for group, results in zip(groups, done):
+        for n, i in enumerate(group):
+            if results is None:
+                path = args.files[i]
+                error = "internal error: the process checking it died"
+                outcomes[i] = ({"file": path, "valid": "unknown", "error": error}, EXIT_INTERNAL, f"{path}: {error}")
+            else:
+                outcomes[i] = results[n]
+    return outcomes
 
 
 def compact(result: dict[str, Any]) -> dict[str, Any]:

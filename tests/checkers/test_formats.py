@@ -201,3 +201,52 @@ def test_flat_edn_lines_read_as_the_reader_does(maps: list[dict[str, str]]) -> N
     assert [({str(k): v for k, v in d.items()}) for d, _ in fast] == [
         {str(k): formats._plain(v) for k, v in d.items()} for d, _ in slow
     ]
+
+
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["process", "type", "f", "key", "value", "time", "node"]),
+                st.sampled_from(["nil", "0", "-3", ":ok", ":get", '"a b"', '"q\\"x"', "true"]),
+            ),
+            min_size=1,
+            max_size=5,
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.sampled_from(["\n", "\r\n", "\n\n"]),
+    st.sampled_from(["", " ", "\t"]),
+)
+def test_every_flat_line_reader_agrees(lines: list[list[tuple[str, str]]], newline: str, indent: str) -> None:
+    """The whole-text reader of uniform lines (same keys, same order) and the line-by-line one give the same
+    maps and line numbers on any flat text: keys in any order, blank lines, CRLF, indentation."""
+    text = newline.join(indent + "{" + ", ".join(f":{k} {v}" for k, v in pairs) + "}" for pairs in lines) + "\n"
+    by_line = edn._read_lines(text, plain=True)
+    assert edn.read_flat_lines(text) == by_line
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["process", "type", "f", "key", "value", "time", "node", "error", "index", "other"]),
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(-3, 3),
+            st.sampled_from(["ok", "invoke", "info", "fail", "get", "nemesis", "x"]),
+            st.lists(st.integers(0, 2), max_size=2),
+        ),
+    )
+)
+def test_the_common_op_shape_reads_as_any_op(obj: dict) -> None:
+    """`_op_from_edn`'s shortcut for plain maps builds the same Op, or raises the same error, as the full path."""
+    from checkers.errors import InputError
+
+    def read(fn):  # noqa: ANN001, ANN202
+        try:
+            return fn(obj, "src", 7, 3)._fields()
+        except InputError as e:
+            return str(e)
+
+    assert read(formats._op_from_edn) == read(formats._op_from_edn_any)
