@@ -90,7 +90,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "other than the expected one at some point between its invocation and its completion — and is checked "
         "as such a read (catches stale compares). Default: every fail cas did not happen (Jepsen, Knossos)",
     )
-    p.add_argument("-j", "--jobs", type=positive_int, default=None, help="check files in N processes")
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=positive_int,
+        default=None,
+        help="processes: several files are spread over them, a single file's keys otherwise (default: every core)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no human summary on stderr")
     p.add_argument(
         "--full",
