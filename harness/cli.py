@@ -14,7 +14,6 @@ import importlib
 import os
 import signal
 import sys
-import traceback
 from collections.abc import Sequence
 from types import ModuleType
 
@@ -121,6 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # --help and friends
         return int(e.code or 0) if not isinstance(e.code, str) else EXIT_BAD_INPUT
     except Exception:  # noqa: BLE001 - the harness itself failed: say so, exit 255
+        import traceback
+
         traceback.print_exc()
         print("kraftwerk: internal error (this is a bug in kraftwerk)", file=sys.stderr)
         return EXIT_INTERNAL

@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -276,6 +275,8 @@ def check_one(path: str, args: argparse.Namespace) -> tuple[dict[str, Any], int,
     except MemoryError:
         return {"file": path, "valid": "unknown", "cause": "out-of-memory"}, exit_code("unknown"), None
     except Exception as e:  # noqa: BLE001 - report, keep checking the other files
+        import traceback
+
         tb = traceback.format_exc()
         msg = f"{path}: internal error: {type(e).__name__}: {e}\n{tb}"
         return (
