@@ -11,8 +11,8 @@ One Spark session per job. Steps:
    big tables `OUT/tables/{ops,events,logs,latencies}` (Parquet, partitioned by date and workload) itself;
 3. the driver gets the small check rows back and writes the per-run verdicts, the check tables, the run
    metadata (`OUT/tables/runs`) and an `errors` table for malformed runs (which never abort the job);
-4. commit the batch to the manifest, then compute the roll-ups over every committed batch into
-   `OUT/rollups/`.
+4. commit the batch to the manifest, stop the session, then compute the roll-ups over every committed
+   batch into `OUT/rollups/` on the driver (`rollups`, pyarrow: aggregated rows, no Spark job).
 
 Rows of a batch that never committed (a job that died half way) are ignored by every reader.
 """
@@ -34,19 +34,6 @@ from typing import Any
 from checkers.pipeline.discover import Resolve, RunInfo, discover
 
 MANIFEST = "manifest.json"
-ROLLUPS = (
-    "config_daily",
-    "bug_detection",
-    "anomaly_daily",
-    "anomaly_by_config",
-    "availability",
-    "first_anomaly",
-    "flaky",
-    "slowest_checks",
-    "failing_runs",
-    "mismatches",
-    "errors",
-)
 
 
 @dataclass
@@ -298,7 +285,8 @@ def analyze(
 
     Each run is judged as its test judged it: `resolve` reads its test.json (how its workload's history is
     judged, its checker budget; `check_time_limit` replaces the budget when given). `spark` reuses a session
-    (tests); otherwise one is started on `master` and stopped at the end.
+    (tests); otherwise one is started on `master` when there are new runs, and stopped once they are checked
+    (the roll-ups need none).
     """
     say = log or (lambda _msg: None)
     started = time.monotonic()
@@ -313,36 +301,38 @@ def analyze(
     timings["discover"] = time.monotonic() - t
     batch = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
     say(f"{len(found)} runs in {store_path}, {len(found) - len(new)} analysed before, {len(new)} new (batch {batch})")
-    own_session = spark is None and not session_running()  # a session running here already is its owner's
-    if spark is None:
-        t = time.monotonic()
-        spark = spark_session(master, conf=spark_conf, jvm_log=out_path / "spark.log")
-        timings["spark-start"] = time.monotonic() - t
-    try:
-        errors: list[dict[str, Any]] = []
-        ops_total = 0
-        if new:
+    errors: list[dict[str, Any]] = []
+    ops_total = 0
+    if new:
+        own_session = spark is None and not session_running()  # a session running here already is its owner's
+        if spark is None:
+            t = time.monotonic()
+            spark = spark_session(master, conf=spark_conf, jvm_log=out_path / "spark.log")
+            timings["spark-start"] = time.monotonic() - t
+        try:
             ops_total = _ingest_and_check(spark, out_path, new, batch, check_time_limit, errors, say, timings)
-            by_run = {e["run_id"]: e for e in errors}
-            for info in new:
-                status = "error" if info.run_id in by_run else "ok"
-                manifest["runs"][info.run_id] = {"batch": batch, "status": status, "date": info.date}
-            manifest["batches"].append(
-                {
-                    "id": batch,
-                    "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                    "runs": len(new),
-                    "errors": len(by_run),
-                    "store": str(store_path),
-                }
-            )
-            _save_manifest(out_path, manifest)
-        t = time.monotonic()
-        rollups = compute_rollups(spark, out_path)
-        timings["rollups"] = time.monotonic() - t
-    finally:
-        if own_session:
-            spark.stop()
+        finally:
+            if own_session:
+                spark.stop()
+        by_run = {e["run_id"]: e for e in errors}
+        for info in new:
+            status = "error" if info.run_id in by_run else "ok"
+            manifest["runs"][info.run_id] = {"batch": batch, "status": status, "date": info.date}
+        manifest["batches"].append(
+            {
+                "id": batch,
+                "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                "runs": len(new),
+                "errors": len(by_run),
+                "store": str(store_path),
+            }
+        )
+        _save_manifest(out_path, manifest)
+    from checkers.pipeline.rollups import compute as compute_rollups
+
+    t = time.monotonic()
+    rollups = compute_rollups(out_path, [b["id"] for b in manifest["batches"]])
+    timings["rollups"] = time.monotonic() - t
     return AnalyzeResult(
         batch=batch,
         out=str(out_path),
@@ -485,143 +475,3 @@ def _budget(checks: Any, time_limit: float | None) -> Any:
     from dataclasses import replace
 
     return checks if time_limit is None else replace(checks, time_limit=time_limit)
-
-
-# -- roll-ups ----------------------------------------------------------------------------------------
-
-
-def compute_rollups(spark: Any, out: Path, slowest: int = 25) -> dict[str, list[dict[str, Any]]]:
-    """Every roll-up over the committed batches; written to OUT/rollups/<name>.parquet and returned as rows."""
-    from pyspark.sql import functions as F
-
-    verdicts = read_table(spark, out, "verdicts").cache()
-    lat = read_table(spark, out, "latencies")
-    kc = read_table(spark, out, "key_checks")
-    errs = read_table(spark, out, "errors")
-    configs = verdicts.select("run_id", "config", "run_dir")
-    bugs = read_table(spark, out, "runs").select("run_id", "bugs").dropDuplicates(["run_id"])
-    n = F.count(F.lit(1))
-
-    def count_if(cond: Any) -> Any:
-        return F.sum(cond.cast("long"))
-
-    frames = {
-        "config_daily": verdicts.groupBy("config", "date")
-        .agg(
-            n.alias("runs"),
-            count_if(F.col("valid") == "true").alias("valid"),
-            count_if(F.col("valid") == "false").alias("invalid"),
-            count_if(F.col("valid") == "unknown").alias("unknown"),
-        )
-        .withColumn("pass_rate", F.col("valid") / F.col("runs"))
-        .orderBy("config", "date"),
-        # a seeded bug's detection rate by night: of the runs with the bug on, how many were invalid
-        "bug_detection": verdicts.join(bugs, "run_id")
-        .select("date", "valid", F.explode("bugs").alias("bug"))
-        .groupBy("bug", "date")
-        .agg(
-            n.alias("runs"),
-            count_if(F.col("valid") == "false").alias("caught"),
-            count_if(F.col("valid") == "unknown").alias("unknown"),
-        )
-        .withColumn("rate", F.col("caught") / F.col("runs"))
-        .orderBy("bug", "date"),
-        "anomaly_daily": verdicts.select("date", F.explode("anomaly_types").alias("anomaly"))
-        .groupBy("date", "anomaly")
-        .agg(n.alias("runs"))
-        .orderBy("date", "anomaly"),
-        "anomaly_by_config": verdicts.select("config", F.explode("anomaly_types").alias("anomaly"))
-        .groupBy("config", "anomaly")
-        .agg(n.alias("runs"))
-        .orderBy("config", "anomaly"),
-        "availability": lat.join(configs.drop("run_dir"), "run_id")
-        .groupBy("config", "in_fault")
-        .agg(
-            n.alias("ops"),
-            count_if(F.col("type") == "ok").alias("ok"),
-            (count_if(F.col("type") == "ok") / n).alias("ok_fraction"),
-            F.percentile_approx(F.when(F.col("type") == "ok", F.col("latency_ns")), [0.5, 0.95, 0.99]).alias("_q"),
-            F.max(F.when(F.col("type") == "ok", F.col("latency_ns"))).alias("_max"),
-        )
-        .select(
-            "config",
-            "in_fault",
-            "ops",
-            "ok",
-            "ok_fraction",
-            (F.col("_q")[0] / 1e6).alias("p50_ms"),
-            (F.col("_q")[1] / 1e6).alias("p95_ms"),
-            (F.col("_q")[2] / 1e6).alias("p99_ms"),
-            (F.col("_max") / 1e6).alias("max_ms"),
-        )
-        .orderBy("config", "in_fault"),
-        "first_anomaly": verdicts.where(F.col("first_anomaly_s").isNotNull())
-        .groupBy("config")
-        .agg(
-            n.alias("invalid_runs"),
-            F.min("first_anomaly_s").alias("min_s"),
-            F.percentile_approx("first_anomaly_s", 0.5).alias("median_s"),
-            F.max("first_anomaly_s").alias("max_s"),
-        )
-        .orderBy("config"),
-        "flaky": verdicts.groupBy("config")
-        .agg(
-            n.alias("runs"),
-            count_if(F.col("valid") == "true").alias("valid"),
-            count_if(F.col("valid") == "false").alias("invalid"),
-            count_if(F.col("valid") == "unknown").alias("unknown"),
-            F.array_sort(F.collect_set("valid")).alias("verdicts"),
-        )
-        .withColumn("flaky", F.size("verdicts") > 1)
-        .orderBy(F.desc("flaky"), "config"),
-        "slowest_checks": kc.join(configs, "run_id")
-        .select("run_id", "config", "key", "ops", "seconds", "valid", "date", "run_dir")
-        .orderBy(F.desc("seconds"))
-        .limit(slowest),
-        "failing_runs": verdicts.where((F.col("valid") != "true") | (F.col("matches_recorded") == F.lit(False)))
-        .select(
-            "run_id",
-            "config",
-            "seed",
-            "date",
-            "start_time",
-            "valid",
-            "recorded_valid",
-            "anomaly_types",
-            "first_anomaly_s",
-            "reproduce",
-            "run_dir",
-            "has_timeline",
-        )
-        .orderBy(F.desc("date"), "config", "seed"),
-        "mismatches": verdicts.where(F.col("matches_recorded") == F.lit(False))
-        .select("run_id", "config", "seed", "valid", "recorded_valid", "history_valid", "epochs_valid", "run_valid")
-        .orderBy("run_id"),
-        "errors": errs.select("run_id", "run_dir", "stage", "message", "date", "batch").orderBy("run_id", "stage"),
-    }
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    result: dict[str, list[dict[str, Any]]] = {}
-    (out / "rollups").mkdir(exist_ok=True)
-    for name in ROLLUPS:
-        df = frames[name]
-        rows = [r.asDict(recursive=True) for r in df.collect()]
-        result[name] = rows
-        # roll-ups are small: write them from the driver, without another Spark job each
-        table = pa.Table.from_pylist(rows, schema=to_arrow_schema(df.schema))
-        path = out / "rollups" / f"{name}.parquet"
-        pq.write_table(table, path.with_name(f".{path.name}.tmp"))
-        os.replace(path.with_name(f".{path.name}.tmp"), path)
-    verdicts.unpersist()
-    result["totals"] = [
-        {
-            "runs": sum(r["runs"] for r in result["config_daily"]),
-            "valid": sum(r["valid"] for r in result["config_daily"]),
-            "invalid": sum(r["invalid"] for r in result["config_daily"]),
-            "unknown": sum(r["unknown"] for r in result["config_daily"]),
-            "errors": len({r["run_id"] for r in result["errors"]}),
-        }
-    ]
-    return result

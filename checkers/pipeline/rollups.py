@@ -1,0 +1,285 @@
+"""The roll-ups of an analyze output, computed on the driver from its tables (pyarrow; no Spark job).
+
+They read the small per-run tables (verdicts, runs, key_checks, errors) and one column set of the
+latencies table, restricted to the batches the manifest committed, and aggregate them in memory:
+thousands of verdict rows and one latency per client operation. Percentiles are exact: the smallest
+value with at least that fraction of the values at or below it (what Spark's percentile_approx
+approximates). Each roll-up is written to OUT/rollups/<name>.parquet and returned as rows (dicts).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from checkers.pipeline.schemas import PARTITION_COLUMNS
+
+ROLLUPS = (
+    "config_daily",
+    "bug_detection",
+    "anomaly_daily",
+    "anomaly_by_config",
+    "availability",
+    "first_anomaly",
+    "flaky",
+    "slowest_checks",
+    "failing_runs",
+    "mismatches",
+    "errors",
+)
+_S, _L, _D, _B = pa.string(), pa.int64(), pa.float64(), pa.bool_()
+SCHEMAS: dict[str, pa.Schema] = {
+    "config_daily": pa.schema(
+        [("config", _S), ("date", _S), ("runs", _L), ("valid", _L), ("invalid", _L), ("unknown", _L), ("pass_rate", _D)]
+    ),
+    "bug_detection": pa.schema(
+        [("bug", _S), ("date", _S), ("runs", _L), ("caught", _L), ("unknown", _L), ("rate", _D)]
+    ),
+    "anomaly_daily": pa.schema([("date", _S), ("anomaly", _S), ("runs", _L)]),
+    "anomaly_by_config": pa.schema([("config", _S), ("anomaly", _S), ("runs", _L)]),
+    "availability": pa.schema(
+        [
+            ("config", _S),
+            ("in_fault", _B),
+            ("ops", _L),
+            ("ok", _L),
+            ("ok_fraction", _D),
+            ("p50_ms", _D),
+            ("p95_ms", _D),
+            ("p99_ms", _D),
+            ("max_ms", _D),
+        ]
+    ),
+    "first_anomaly": pa.schema([("config", _S), ("invalid_runs", _L), ("min_s", _D), ("median_s", _D), ("max_s", _D)]),
+    "flaky": pa.schema(
+        [
+            ("config", _S),
+            ("runs", _L),
+            ("valid", _L),
+            ("invalid", _L),
+            ("unknown", _L),
+            ("verdicts", pa.list_(pa.field("element", _S, nullable=False))),
+            ("flaky", _B),
+        ]
+    ),
+    "slowest_checks": pa.schema(
+        [
+            ("run_id", _S),
+            ("config", _S),
+            ("key", _S),
+            ("ops", _L),
+            ("seconds", _D),
+            ("valid", _S),
+            ("date", _S),
+            ("run_dir", _S),
+        ]
+    ),
+    "failing_runs": pa.schema(
+        [
+            ("run_id", _S),
+            ("config", _S),
+            ("seed", _L),
+            ("date", _S),
+            ("start_time", _S),
+            ("valid", _S),
+            ("recorded_valid", _S),
+            ("anomaly_types", pa.list_(_S)),
+            ("first_anomaly_s", _D),
+            ("reproduce", _S),
+            ("run_dir", _S),
+            ("has_timeline", _B),
+        ]
+    ),
+    "mismatches": pa.schema(
+        [
+            ("run_id", _S),
+            ("config", _S),
+            ("seed", _L),
+            ("valid", _S),
+            ("recorded_valid", _S),
+            ("history_valid", _S),
+            ("epochs_valid", _S),
+            ("run_valid", _S),
+        ]
+    ),
+    "errors": pa.schema([("run_id", _S), ("run_dir", _S), ("stage", _S), ("message", _S), ("date", _S), ("batch", _S)]),
+}
+
+
+def read_rows(out: Path, name: str, batches: list[str], columns: list[str] | None = None) -> pa.Table:
+    """Table `name` of `out` (its committed `batches` only) as one Arrow table; empty (no columns) if absent."""
+    path = out / "tables" / name
+    if not path.is_dir() or not batches:
+        return pa.table({})
+    from checkers.pipeline.tables import arrow_schema
+
+    partitions = pa.schema([(c, pa.string()) for c in PARTITION_COLUMNS])
+    schema = pa.unify_schemas([arrow_schema(name), partitions])
+    data = ds.dataset(
+        str(path), schema=schema, format="parquet", partitioning=ds.partitioning(partitions, flavor="hive")
+    )
+    return data.to_table(columns=columns, filter=ds.field("batch").isin(batches))
+
+
+def percentile(ordered: list[Any], fraction: float) -> Any:
+    """The smallest value of `ordered` (sorted, no nulls) with at least `fraction` of the values at or below it."""
+    if not ordered:
+        return None
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+
+
+def _nulls_first(value: Any) -> tuple[bool, Any]:
+    return (value is not None, value if value is not None else 0)
+
+
+def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    return {
+        "runs": len(rows),
+        "valid": sum(1 for r in rows if r["valid"] == "true"),
+        "invalid": sum(1 for r in rows if r["valid"] == "false"),
+        "unknown": sum(1 for r in rows if r["valid"] == "unknown"),
+    }
+
+
+def _group(rows: Iterable[dict[str, Any]], *keys: str) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in keys), []).append(r)
+    return groups
+
+
+def _sorted_groups(groups: dict[tuple[Any, ...], Any]) -> list[tuple[tuple[Any, ...], Any]]:
+    return sorted(groups.items(), key=lambda kv: tuple(_nulls_first(v) for v in kv[0]))
+
+
+def _availability(out: Path, batches: list[str], configs: dict[str, str]) -> list[dict[str, Any]]:
+    lat = read_rows(out, "latencies", batches, ["run_id", "in_fault", "type", "latency_ns"])
+    if lat.num_rows == 0:
+        return []
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    run_ids = lat.column("run_id").to_pylist()
+    in_fault = lat.column("in_fault").to_pylist()
+    types = lat.column("type").to_pylist()
+    latency = lat.column("latency_ns").to_pylist()
+    for run_id, inside, typ, ns in zip(run_ids, in_fault, types, latency, strict=True):
+        config = configs.get(run_id, _MISSING)
+        if config is _MISSING:  # no verdict (a malformed run): not rolled up
+            continue
+        g = groups.setdefault((config, inside), {"ops": 0, "ok": 0, "lat": []})
+        g["ops"] += 1
+        if typ == "ok":
+            g["ok"] += 1
+            if ns is not None:
+                g["lat"].append(ns)
+    rows = []
+    for (config, inside), g in _sorted_groups(groups):
+        ordered = sorted(g["lat"])
+        q = [percentile(ordered, f) for f in (0.5, 0.95, 0.99)]
+        rows.append(
+            {
+                "config": config,
+                "in_fault": inside,
+                "ops": g["ops"],
+                "ok": g["ok"],
+                "ok_fraction": g["ok"] / g["ops"],
+                "p50_ms": None if q[0] is None else q[0] / 1e6,
+                "p95_ms": None if q[1] is None else q[1] / 1e6,
+                "p99_ms": None if q[2] is None else q[2] / 1e6,
+                "max_ms": ordered[-1] / 1e6 if ordered else None,
+            }
+        )
+    return rows
+
+
+_MISSING = object()
+
+
+def compute(out: Path, batches: list[str], slowest: int = 25) -> dict[str, list[dict[str, Any]]]:
+    """Every roll-up over `batches` of `out`, as rows; also written to OUT/rollups/<name>.parquet."""
+    verdicts = read_rows(out, "verdicts", batches).to_pylist()
+    configs = {v["run_id"]: v["config"] for v in verdicts}
+    run_dirs = {v["run_id"]: v["run_dir"] for v in verdicts}
+    bugs: dict[str, list[str]] = {}
+    for r in read_rows(out, "runs", batches, ["run_id", "bugs"]).to_pylist():
+        bugs.setdefault(r["run_id"], r["bugs"] or [])
+    result: dict[str, list[dict[str, Any]]] = {}
+
+    result["config_daily"] = [
+        {"config": c, "date": d, **(n := _counts(rows)), "pass_rate": n["valid"] / n["runs"]}
+        for (c, d), rows in _sorted_groups(_group(verdicts, "config", "date"))
+    ]
+    detection: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for v in verdicts:
+        for bug in bugs.get(v["run_id"], []):
+            detection.setdefault((bug, v["date"]), []).append(v)
+    result["bug_detection"] = [
+        {
+            "bug": bug,
+            "date": d,
+            "runs": len(rows),
+            "caught": (caught := sum(1 for r in rows if r["valid"] == "false")),
+            "unknown": sum(1 for r in rows if r["valid"] == "unknown"),
+            "rate": caught / len(rows),
+        }
+        for (bug, d), rows in _sorted_groups(detection)
+    ]
+    for name, key in (("anomaly_daily", "date"), ("anomaly_by_config", "config")):
+        counts: dict[tuple[Any, ...], int] = {}
+        for v in verdicts:
+            for anomaly in v["anomaly_types"] or []:
+                counts[(v[key], anomaly)] = counts.get((v[key], anomaly), 0) + 1
+        result[name] = [{key: k, "anomaly": a, "runs": n} for (k, a), n in _sorted_groups(counts)]
+    result["availability"] = _availability(out, batches, configs)
+    first = _group((v for v in verdicts if v["first_anomaly_s"] is not None), "config")
+    result["first_anomaly"] = [
+        {
+            "config": c,
+            "invalid_runs": len(rows),
+            "min_s": (times := sorted(r["first_anomaly_s"] for r in rows))[0],
+            "median_s": percentile(times, 0.5),
+            "max_s": times[-1],
+        }
+        for (c,), rows in _sorted_groups(first)
+    ]
+    flaky = []
+    for (c,), rows in _sorted_groups(_group(verdicts, "config")):
+        seen = sorted({r["valid"] for r in rows if r["valid"] is not None})
+        flaky.append({"config": c, **_counts(rows), "verdicts": seen, "flaky": len(seen) > 1})
+    result["flaky"] = sorted(flaky, key=lambda r: not r["flaky"])  # stable: by config within each
+    checks = read_rows(out, "key_checks", batches, ["run_id", "key", "ops", "seconds", "valid", "date"]).to_pylist()
+    slow = sorted((k for k in checks if k["run_id"] in configs), key=lambda k: _nulls_first(k["seconds"]), reverse=True)
+    result["slowest_checks"] = [
+        {**k, "config": configs[k["run_id"]], "run_dir": run_dirs[k["run_id"]]} for k in slow[:slowest]
+    ]
+    failing = [v for v in verdicts if v["valid"] != "true" or v["matches_recorded"] is False]
+    failing.sort(key=lambda v: (_nulls_first(v["config"]), _nulls_first(v["seed"])))
+    failing.sort(key=lambda v: _nulls_first(v["date"]), reverse=True)
+    result["failing_runs"] = failing
+    result["mismatches"] = sorted((v for v in verdicts if v["matches_recorded"] is False), key=lambda v: v["run_id"])
+    errors = read_rows(out, "errors", batches).to_pylist()
+    result["errors"] = sorted(errors, key=lambda e: (e["run_id"], e["stage"]))
+
+    (out / "rollups").mkdir(exist_ok=True)
+    for name in ROLLUPS:
+        schema = SCHEMAS[name]
+        rows = [{f: r.get(f) for f in schema.names} for r in result[name]]
+        result[name] = rows
+        path = out / "rollups" / f"{name}.parquet"
+        tmp = path.with_name(f".{path.name}.tmp")
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
+        os.replace(tmp, path)
+    result["totals"] = [
+        {
+            "runs": len(verdicts),
+            **{k: sum(r[k] for r in result["config_daily"]) for k in ("valid", "invalid", "unknown")},
+            "errors": len({e["run_id"] for e in errors}),
+        }
+    ]
+    return result
