@@ -18,7 +18,6 @@ from typing import Any
 
 from checkers.pipeline import jsonl
 from checkers.pipeline.checks import RunChecks, check_epoch_rows, check_key_rows, check_run_rows
-from checkers.pipeline.tables import write_rows
 
 NEMESIS_PACKAGES = {
     "start-partition": ("partition", True),
@@ -158,43 +157,72 @@ def _check(
         result.problems.append(("run", str(result.run_check.get("error"))))
 
 
-def process_run(task: RunTask, tables: dict[str, list[dict[str, Any]]]) -> RunResult:
-    """Read, validate and (when it has no problem) check one run; its table rows are appended to `tables`."""
+HISTORY_COLUMNS = [name for name, _, _ in jsonl.HISTORY] + ["malformed"]
+LATENCY_COLUMNS = ("process", "f", "type", "invoke_time", "latency_ns", "in_fault")
+
+
+def _read(path: str, arrow: Any, columns: list[tuple[str, Any, type]]) -> tuple[list[dict[str, Any]], Any]:
+    """A file's rows as dicts (for the checkers) and as a table or column lists (for its Parquet table)."""
+    table = jsonl.read_arrow(path, arrow)
+    if table is not None:
+        rows = table.to_pylist()
+        for row in rows:
+            row["malformed"] = None
+        return rows, {name: table.column(name) for name in table.column_names}
+    rows = jsonl.read_jsonl(path, columns)
+    return rows, {name: [r[name] for r in rows] for name in [*(c[0] for c in columns), "malformed"]}
+
+
+def process_run(task: RunTask, pieces: dict[str, list[Any]], batch: str) -> RunResult:
+    """Read, validate and (when it has no problem) check one run; its tables' rows are appended to `pieces`
+    as (date, workload, Arrow table)."""
+    from checkers.pipeline.tables import columns_table
+
     result = RunResult(task.run_id)
-    tail = {"run_id": task.run_id, "date": task.date, "workload": task.workload}
+    tail = {"run_id": task.run_id, "batch": batch}
+
+    def add(name: str, n: int, columns: dict[str, Any]) -> None:
+        if n:
+            pieces[name].append((task.date, task.workload, columns_table(name, n, {**columns, **tail})))
+
     ops = jsonl.read_jsonl(task.history, jsonl.HISTORY)
-    events = jsonl.read_jsonl(task.events, jsonl.EVENTS) if task.events else []
-    for line, e in enumerate(events, 1):
-        e["line"] = line
+    add("ops", len(ops), {name: [r[name] for r in ops] for name in HISTORY_COLUMNS})
+    events: list[dict[str, Any]] = []
+    if task.events:
+        events, columns = _read(task.events, jsonl.EVENTS_ARROW, jsonl.EVENTS)
+        for line, e in enumerate(events, 1):
+            e["line"] = line
+        add("events", len(events), {**columns, "line": list(range(1, len(events) + 1))})
     logs: list[dict[str, Any]] = []
     for path in task.logs:
         node = Path(path).stem
-        for line, entry in enumerate(jsonl.read_jsonl(path, jsonl.LOG), 1):
+        entries, columns = _read(path, jsonl.LOG_ARROW, jsonl.LOG)
+        for line, entry in enumerate(entries, 1):
             entry["node"], entry["line"] = node, line
-            logs.append(entry)
+        logs.extend(entries)
+        add("logs", len(entries), {**columns, "node": node, "line": list(range(1, len(entries) + 1))})
     result.invokes = sum(1 for r in ops if r["type"] == "invoke" and _is_client(r))
     if problem := history_problem(ops):
         result.problems.append(("history.jsonl", problem))
     for rows, label in ((events, "events.jsonl"), (logs, "logs/*.jsonl")):
         if bad := _bad_lines(rows):
             result.problems.append((label, bad))
-    for name, rows in (("ops", ops), ("events", events), ("logs", logs)):
-        tables[name].extend({**r, **tail} for r in rows)
     if task.checks is not None and not result.problems:
         _check(task, task.checks, ops, events, logs, result)
-        tables["latencies"].extend({**r, **tail} for r in latencies(ops))
+        paired = latencies(ops)
+        add("latencies", len(paired), {name: [r[name] for r in paired] for name in LATENCY_COLUMNS})
     return result
 
 
 def process_chunk(tasks: list[RunTask], out: str, batch: str, chunk: int) -> tuple[list[RunResult], dict[str, float]]:
     """Process a chunk of runs and write its ops, events, logs and latencies; the runs' results and where the
     time went (read-and-check, write) in seconds."""
+    from checkers.pipeline.tables import write_tables
+
     started = time.monotonic()
-    tables: dict[str, list[dict[str, Any]]] = {"ops": [], "events": [], "logs": [], "latencies": []}
-    results = [process_run(task, tables) for task in tasks]
+    pieces: dict[str, list[Any]] = {"ops": [], "events": [], "logs": [], "latencies": []}
+    results = [process_run(task, pieces, batch) for task in tasks]
     checked = time.monotonic()
-    for name, rows in tables.items():
-        for r in rows:
-            r["batch"] = batch
-        write_rows(out, name, rows, f"part-{batch}-{chunk:05d}.parquet")
+    for name, parts in pieces.items():
+        write_tables(out, name, parts, f"part-{batch}-{chunk:05d}.parquet")
     return results, {"process": checked - started, "write": time.monotonic() - checked}

@@ -71,10 +71,13 @@ def valid_text(valid: Any) -> str:
     return VALID_TEXT.get(valid, "unknown") if isinstance(valid, bool) else "unknown"
 
 
+_JSON_START = frozenset('{["-0123456789tfnNI \t\n\r')  # what json.loads can accept a text starting with
+
+
 def decode_json_text(text: str | None) -> Any:
     """A JSON value read by Spark into a string column: raw JSON for non-strings, the text for strings."""
-    if text is None:
-        return None
+    if not text or text[0] not in _JSON_START:
+        return text  # not JSON (e.g. an error name): json.loads would refuse it
     try:
         return json.loads(text)
     except ValueError:
