@@ -1,6 +1,7 @@
 """What the Spark executors run: the project's own checkers over one (run, key) or one run's events.
 
-Plain functions from Arrow tables to result rows, so they are unit-testable without Spark and are
+Plain functions from rows (dicts, as the ops, events and logs tables hold them) to result rows (the
+columns of `schemas.KEY_CHECK`, `RUN_CHECK`, `EPOCH_CHECK`), so they are unit-testable without Spark and are
 the same code `kraftwerk test` and `kraftwerk check` use (`checkers.linearizable.check`,
 `checkers.epochs.check_events`). Every failure is caught and returned as a row with `error` set:
 one malformed run never aborts the job.
@@ -12,8 +13,6 @@ import json
 import time
 from dataclasses import dataclass
 from typing import Any
-
-import pyarrow as pa
 
 from checkers.errors import InputError
 from checkers.registry import Checking, bad_anomalies
@@ -32,38 +31,6 @@ class RunChecks:
 
 
 VALID_TEXT = {True: "true", False: "false"}
-
-KEY_RESULT_FIELDS = (
-    ("run_id", pa.string()),
-    ("key", pa.string()),
-    ("valid", pa.string()),
-    ("ops", pa.int64()),
-    ("seconds", pa.float64()),
-    ("cause", pa.string()),
-    ("summary", pa.string()),
-    ("anomaly_types", pa.list_(pa.string())),
-    ("fail_index", pa.int64()),
-    ("fail_time", pa.int64()),
-    ("error", pa.string()),
-)
-RUN_RESULT_FIELDS = (
-    ("run_id", pa.string()),
-    ("valid", pa.string()),
-    ("anomaly_types", pa.list_(pa.string())),
-    ("never_ok", pa.list_(pa.string())),
-    ("seconds", pa.float64()),
-    ("error", pa.string()),
-)
-EPOCH_RESULT_FIELDS = (
-    ("run_id", pa.string()),
-    ("valid", pa.string()),
-    ("anomaly_types", pa.list_(pa.string())),
-    ("anomaly_counts", pa.map_(pa.string(), pa.int64())),
-    ("events", pa.int64()),
-    ("first_anomaly_node_time", pa.float64()),
-    ("seconds", pa.float64()),
-    ("error", pa.string()),
-)
 
 
 def valid_text(valid: Any) -> str:
@@ -125,7 +92,7 @@ def check_key_rows(
 ) -> dict[str, Any]:
     """Check one key of one run (or a whole run, for models that do not split by key) as the run's workload
     composes its checking (`checkers.registry`: model, allowed anomalies, ww-deps). Returns the result row
-    (KEY_RESULT_FIELDS); a malformed history gives valid="error" with the reason, never an exception.
+    (schemas.KEY_CHECK); a malformed history gives valid="error" with the reason, never an exception.
     """
     from checkers.history import from_dicts
     from checkers.linearizable.check import describe_failure
@@ -161,7 +128,7 @@ def check_key_rows(
 def check_run_rows(run_id: str, rows: list[dict[str, Any]], run: RunChecks) -> dict[str, Any]:
     """The parts of a run's verdict beyond its history and events, as `kraftwerk test` composes them
     (`checkers.registry.judge`): the stats of its main phase over its client operations `rows`, its partition
-    logs (read from the run directory) and what its runtime observed. The result row (RUN_RESULT_FIELDS)."""
+    logs (read from the run directory) and what its runtime observed. The result row (schemas.RUN_CHECK)."""
     from checkers.epochs import check_partition_logs, load_partition_logs
     from checkers.history import from_dicts
     from checkers.registry import stats_part
@@ -192,7 +159,7 @@ def check_run_rows(run_id: str, rows: list[dict[str, Any]], run: RunChecks) -> d
 
 
 def check_epoch_rows(run_id: str, events: list[dict[str, Any]], logs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The epoch/leader checker over one run's events and log dumps; the result row (EPOCH_RESULT_FIELDS)."""
+    """The epoch/leader checker over one run's events and log dumps; the result row (schemas.EPOCH_CHECK)."""
     from checkers.epochs import check_events
 
     started = time.monotonic()
@@ -229,43 +196,3 @@ def check_epoch_rows(run_id: str, events: list[dict[str, Any]], logs: list[dict[
         out["valid"], out["error"] = "error", f"checker failed: {type(e).__name__}: {e}"
     out["seconds"] = round(time.monotonic() - started, 6)
     return out
-
-
-def _table(rows: list[dict[str, Any]], fields: tuple[tuple[str, pa.DataType], ...]) -> pa.Table:
-    schema = pa.schema(list(fields))
-    return pa.Table.from_pylist([{name: r.get(name) for name, _ in fields} for r in rows], schema=schema)
-
-
-def key_checker(runs: dict[str, RunChecks]):  # noqa: ANN201 - a Spark UDF
-    """The applyInArrow function for groupBy(run_id, key): one result row per group, each run checked as its
-    workload composes it and within its own checker budget (`runs`: run id → what its test says)."""
-
-    def run(group: tuple[Any, ...], table: pa.Table) -> pa.Table:
-        run_id = group[0].as_py()
-        key = group[1].as_py()
-        r = runs[run_id]
-        row = check_key_rows(run_id, key, table.to_pylist(), r.checking, r.time_limit)
-        return _table([row], KEY_RESULT_FIELDS)
-
-    return run
-
-
-def run_checker(runs: dict[str, RunChecks]):  # noqa: ANN201 - a Spark UDF
-    """The applyInArrow function for groupBy(run_id) over a run's client operations: one row per run."""
-
-    def run(group: tuple[Any, ...], table: pa.Table) -> pa.Table:
-        run_id = group[0].as_py()
-        return _table([check_run_rows(run_id, table.to_pylist(), runs[run_id])], RUN_RESULT_FIELDS)
-
-    return run
-
-
-def epoch_checker():  # noqa: ANN201 - a Spark UDF
-    """The cogroup applyInArrow function for (events, logs) grouped by run_id: one row per run."""
-
-    def run(group: tuple[Any, ...], events: pa.Table, logs: pa.Table) -> pa.Table:
-        run_id = group[0].as_py()
-        row = check_epoch_rows(run_id, events.to_pylist(), logs.to_pylist())
-        return _table([row], EPOCH_RESULT_FIELDS)
-
-    return run
