@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from checkers.pipeline import jsonl
-from checkers.pipeline.checks import RunChecks, check_epoch_rows, check_key_rows, check_run_rows
+from checkers.pipeline.checks import (
+    RunChecks,
+    check_epoch_rows,
+    check_key_rows,
+    check_run_rows,
+    ops_from_rows,
+)
 
 NEMESIS_PACKAGES = {
     "start-partition": ("partition", True),
@@ -136,17 +142,20 @@ def _check(
     logs: list[dict[str, Any]],
     result: RunResult,
 ) -> None:
-    client = [r for r in ops if _is_client(r)]
-    groups: dict[str | None, list[dict[str, Any]]] = {}
-    split = checks.checking.split_keys
-    for r in client:
-        groups.setdefault(r["key"] if split else "*", []).append(r)
+    client = sorted((r for r in ops if _is_client(r)), key=lambda r: r["index"])  # validated: indices set, unique
+    converted = ops_from_rows(client)  # once for the run (its key checks and its stats), in this order
+    groups: dict[str | None, list[int]] = {}
+    for pos, r in enumerate(client):
+        groups.setdefault(r["key"] if checks.checking.split_keys else "*", []).append(pos)
     for key in sorted(groups, key=lambda k: (k is None, k or "")):
-        result.key_checks.append(check_key_rows(task.run_id, key, groups[key], checks.checking, checks.time_limit))
+        at = groups[key]
+        part = ([converted[0][p] for p in at], [converted[1][p] for p in at], [converted[2][p] for p in at])
+        rows = [client[p] for p in at]
+        result.key_checks.append(check_key_rows(task.run_id, key, rows, checks.checking, checks.time_limit, part))
     if events or logs:
         result.epoch_check = check_epoch_rows(task.run_id, events, logs)
     if client:
-        result.run_check = check_run_rows(task.run_id, client, checks)
+        result.run_check = check_run_rows(task.run_id, client, checks, converted)
     failed_key = next((k for k in result.key_checks if k["valid"] == "error"), None)
     if failed_key is not None:
         key = "(none)" if failed_key["key"] is None else failed_key["key"]

@@ -60,7 +60,10 @@ def _process(text: str | None) -> Any:
         return text
 
 
-def ops_from_rows(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int | None], list[int | None]]:
+Converted = tuple[list[dict[str, Any]], list[int | None], list[int | None]]
+
+
+def ops_from_rows(rows: list[dict[str, Any]]) -> Converted:
     """History op dicts (in index order) from ops-table rows, plus their original indices and times."""
     rows = sorted(rows, key=lambda r: (r["index"] is None, r["index"]))
     ops: list[dict[str, Any]] = []
@@ -89,10 +92,12 @@ def check_key_rows(
     rows: list[dict[str, Any]],
     checking: Checking,
     time_limit: float | None,
+    converted: Converted | None = None,
 ) -> dict[str, Any]:
     """Check one key of one run (or a whole run, for models that do not split by key) as the run's workload
     composes its checking (`checkers.registry`: model, allowed anomalies, ww-deps). Returns the result row
     (schemas.KEY_CHECK); a malformed history gives valid="error" with the reason, never an exception.
+    `converted`: `ops_from_rows(rows)`, when the caller has it already.
     """
     from checkers.history import from_dicts
     from checkers.linearizable.check import describe_failure
@@ -101,7 +106,7 @@ def check_key_rows(
     started = time.monotonic()
     out: dict[str, Any] = {"run_id": run_id, "key": key, "ops": 0, "valid": "error"}
     try:
-        ops, indices, times = ops_from_rows(rows)
+        ops, indices, times = converted if converted is not None else ops_from_rows(rows)
         history = from_dicts(ops, source=f"{run_id} key {key}")
         out["ops"] = len(history.operations())
         result = check_history(history, checking, time_limit=time_limit)
@@ -125,10 +130,13 @@ def check_key_rows(
     return out
 
 
-def check_run_rows(run_id: str, rows: list[dict[str, Any]], run: RunChecks) -> dict[str, Any]:
+def check_run_rows(
+    run_id: str, rows: list[dict[str, Any]], run: RunChecks, converted: Converted | None = None
+) -> dict[str, Any]:
     """The parts of a run's verdict beyond its history and events, as `kraftwerk test` composes them
     (`checkers.registry.judge`): the stats of its main phase over its client operations `rows`, its partition
-    logs (read from the run directory) and what its runtime observed. The result row (schemas.RUN_CHECK)."""
+    logs (read from the run directory) and what its runtime observed. The result row (schemas.RUN_CHECK).
+    `converted`: `ops_from_rows(rows)`, when the caller has it already."""
     from checkers.epochs import check_partition_logs, load_partition_logs
     from checkers.history import from_dicts
     from checkers.registry import stats_part
@@ -137,7 +145,7 @@ def check_run_rows(run_id: str, rows: list[dict[str, Any]], run: RunChecks) -> d
     started = time.monotonic()
     out: dict[str, Any] = {"run_id": run_id, "valid": "error", "anomaly_types": []}
     try:
-        ops, _, _ = ops_from_rows(rows)
+        ops = converted[0] if converted is not None else ops_from_rows(rows)[0]
         parts: dict[str, dict[str, Any]] = {}
         dumps = load_partition_logs(run.run_dir)
         if dumps:
