@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
@@ -128,11 +129,13 @@ def read_rows(out: Path, name: str, batches: list[str], columns: list[str] | Non
     return data.to_table(columns=columns, filter=ds.field("batch").isin(batches))
 
 
-def percentile(ordered: list[Any], fraction: float) -> Any:
-    """The smallest value of `ordered` (sorted, no nulls) with at least `fraction` of the values at or below it."""
-    if not ordered:
+def percentile(ordered: Any, fraction: float) -> Any:
+    """The smallest value of `ordered` (a sorted list or Arrow array, no nulls) with at least `fraction` of the
+    values at or below it."""
+    if not len(ordered):
         return None
-    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+    value = ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+    return value.as_py() if isinstance(value, pa.Scalar) else value
 
 
 def _nulls_first(value: Any) -> tuple[bool, Any]:
@@ -160,45 +163,46 @@ def _sorted_groups(groups: dict[tuple[Any, ...], Any]) -> list[tuple[tuple[Any, 
 
 
 def _availability(out: Path, batches: list[str], configs: dict[str, str]) -> list[dict[str, Any]]:
+    """Per configuration and inside/outside fault windows: operations, ok ones, ok latency percentiles and
+    max. Columnar (one latency per client operation): a join on run id, one sort, one pass per group."""
     lat = read_rows(out, "latencies", batches, ["run_id", "in_fault", "type", "latency_ns"])
-    if lat.num_rows == 0:
+    if lat.num_rows == 0 or not configs:
         return []
-    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
-    run_ids = lat.column("run_id").to_pylist()
-    in_fault = lat.column("in_fault").to_pylist()
-    types = lat.column("type").to_pylist()
-    latency = lat.column("latency_ns").to_pylist()
-    for run_id, inside, typ, ns in zip(run_ids, in_fault, types, latency, strict=True):
-        config = configs.get(run_id, _MISSING)
-        if config is _MISSING:  # no verdict (a malformed run): not rolled up
-            continue
-        g = groups.setdefault((config, inside), {"ops": 0, "ok": 0, "lat": []})
-        g["ops"] += 1
-        if typ == "ok":
-            g["ok"] += 1
-            if ns is not None:
-                g["lat"].append(ns)
+    runs = pa.table({"run_id": list(configs), "config": list(configs.values())})
+    lat = lat.join(runs, "run_id", join_type="inner", use_threads=False)  # a run without a verdict: not rolled up
+    ok = pc.fill_null(pc.equal(lat["type"], "ok"), False)
+    lat = lat.append_column("ok", ok).append_column("ok_ns", pc.if_else(ok, lat["latency_ns"], None))
+    keys = ["config", "in_fault"]
+    totals = {
+        (r["config"], r["in_fault"]): r
+        for r in lat.group_by(keys, use_threads=False).aggregate([("run_id", "count"), ("ok", "sum")]).to_pylist()
+    }
+    timed = lat.filter(pc.is_valid(lat["ok_ns"])).select([*keys, "ok_ns"])
+    timed = timed.sort_by([("config", "ascending"), ("in_fault", "ascending"), ("ok_ns", "ascending")])
+    ordered: dict[tuple[Any, ...], pa.Array] = {}
+    start = 0
+    for r in timed.group_by(keys, use_threads=False).aggregate([("ok_ns", "count")]).to_pylist():
+        n = r["ok_ns_count"]
+        ordered[(r["config"], r["in_fault"])] = timed["ok_ns"].slice(start, n)
+        start += n
     rows = []
-    for (config, inside), g in _sorted_groups(groups):
-        ordered = sorted(g["lat"])
-        q = [percentile(ordered, f) for f in (0.5, 0.95, 0.99)]
+    for (config, inside), t in _sorted_groups(totals):
+        values = ordered.get((config, inside))
+        q = [percentile(values, f) for f in (0.5, 0.95, 0.99)] if values is not None else [None] * 3
         rows.append(
             {
                 "config": config,
                 "in_fault": inside,
-                "ops": g["ops"],
-                "ok": g["ok"],
-                "ok_fraction": g["ok"] / g["ops"],
+                "ops": t["run_id_count"],
+                "ok": t["ok_sum"] or 0,
+                "ok_fraction": (t["ok_sum"] or 0) / t["run_id_count"],
                 "p50_ms": None if q[0] is None else q[0] / 1e6,
                 "p95_ms": None if q[1] is None else q[1] / 1e6,
                 "p99_ms": None if q[2] is None else q[2] / 1e6,
-                "max_ms": ordered[-1] / 1e6 if ordered else None,
+                "max_ms": values[-1].as_py() / 1e6 if values is not None and len(values) else None,
             }
         )
     return rows
-
-
-_MISSING = object()
 
 
 def compute(out: Path, batches: list[str], slowest: int = 25) -> dict[str, list[dict[str, Any]]]:
