@@ -1,10 +1,11 @@
 """Reading a run's JSON-lines files in Python as Spark's JSON reader reads them with an explicit schema.
 
 The schemas are `schemas.HISTORY_JSON`, `EVENTS_JSON` and `LOG_JSON`: a string column keeps a JSON string's
-text and the compact JSON of any other value; a long column takes integers; a double column takes numbers. A
-line that is not a JSON object, or whose field does not fit its column, is malformed (every field null, its
-text, cut to 300 characters, in `malformed`). Blank lines are skipped, as Spark skips them. A missing file
-has no lines (Spark's ignoreMissingFiles).
+text and the JSON text of any other value (Spark keeps the file's text; this writes it as json.dumps does,
+which is how kraftwerk writes its files, so the two agree on them); a long column takes integers; a double
+column takes numbers. A line that is not a JSON object, or whose field does not fit its column, is
+malformed (every field null, its text, cut to 300 characters, in `malformed`). Blank lines are skipped,
+as Spark skips them. A missing file has no lines (Spark's ignoreMissingFiles).
 
 `read_arrow` is the columnar fast path (pyarrow's JSON reader): it reads a file only when every line is an
 object whose fields fit their columns exactly (then the values are the same), and gives None otherwise.
@@ -34,7 +35,7 @@ def _as_string(value: Any) -> str | None:
         return value
     if type(value) is int:
         return str(value)  # what json.dumps gives, faster
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(value)
 
 
 def _as_long(value: Any) -> int | None:

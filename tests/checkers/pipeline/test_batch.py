@@ -36,8 +36,8 @@ def test_history_lines_read_as_spark_reads_them(tmp_path: Path) -> None:
     )
     rows = jsonl.read_jsonl(path, jsonl.HISTORY)
     assert len(rows) == 5  # the blank line is skipped
-    assert rows[0]["process"] == "3" and rows[0]["value"] == "[1,2]" and rows[0]["key"] == "r1"
-    assert rows[1]["value"] == '{"n1":"x"}' and rows[1]["key"] is None and rows[1]["malformed"] is None
+    assert rows[0]["process"] == "3" and rows[0]["value"] == "[1, 2]" and rows[0]["key"] == "r1"
+    assert rows[1]["value"] == '{"n1": "x"}' and rows[1]["key"] is None and rows[1]["malformed"] is None
     assert [r["malformed"] for r in rows[2:]] == ['{"index": 2, "time": oops', '{"index": 1.5}', "[1]"]
     assert all(r["index"] is None for r in rows[2:])
     assert history_problem(rows) == '3 malformed line(s), first: {"index": 2, "time": oops'
