@@ -114,19 +114,25 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 
 
-def read_rows(out: Path, name: str, batches: list[str], columns: list[str] | None = None) -> pa.Table:
-    """Table `name` of `out` (its committed `batches` only) as one Arrow table; empty (no columns) if absent."""
-    path = out / "tables" / name
-    if not path.is_dir() or not batches:
-        return pa.table({})
+def scan(out: Path, name: str, batches: list[str], columns: list[str] | None = None) -> ds.Scanner | None:
+    """A scanner over table `name` of `out` (its committed `batches` only); None if there is nothing to read."""
     from checkers.pipeline.tables import arrow_schema
 
+    path = out / "tables" / name
+    if not path.is_dir() or not batches:
+        return None
     partitions = pa.schema([(c, pa.string()) for c in PARTITION_COLUMNS])
     schema = pa.unify_schemas([arrow_schema(name), partitions])
     data = ds.dataset(
         str(path), schema=schema, format="parquet", partitioning=ds.partitioning(partitions, flavor="hive")
     )
-    return data.to_table(columns=columns, filter=ds.field("batch").isin(batches))
+    return data.scanner(columns=columns, filter=ds.field("batch").isin(batches))
+
+
+def read_rows(out: Path, name: str, batches: list[str], columns: list[str] | None = None) -> pa.Table:
+    """Table `name` of `out` (its committed `batches` only) as one Arrow table; empty (no columns) if absent."""
+    scanner = scan(out, name, batches, columns)
+    return pa.table({}) if scanner is None else scanner.to_table()
 
 
 def percentile(ordered: Any, fraction: float) -> Any:
@@ -164,42 +170,48 @@ def _sorted_groups(groups: dict[tuple[Any, ...], Any]) -> list[tuple[tuple[Any, 
 
 def _availability(out: Path, batches: list[str], configs: dict[str, str]) -> list[dict[str, Any]]:
     """Per configuration and inside/outside fault windows: operations, ok ones, ok latency percentiles and
-    max. Columnar (one latency per client operation): a join on run id, one sort, one pass per group."""
-    lat = read_rows(out, "latencies", batches, ["run_id", "in_fault", "type", "latency_ns"])
-    if lat.num_rows == 0 or not configs:
+    max. Columnar and batch by batch (one latency per client operation): only the ok latencies are kept."""
+    scanner = scan(out, "latencies", batches, ["run_id", "in_fault", "type", "latency_ns"])
+    if scanner is None or not configs:
         return []
     runs = pa.table({"run_id": list(configs), "config": list(configs.values())})
-    lat = lat.join(runs, "run_id", join_type="inner", use_threads=False)  # a run without a verdict: not rolled up
-    ok = pc.fill_null(pc.equal(lat["type"], "ok"), False)
-    lat = lat.append_column("ok", ok).append_column("ok_ns", pc.if_else(ok, lat["latency_ns"], None))
     keys = ["config", "in_fault"]
-    totals = {
-        (r["config"], r["in_fault"]): r
-        for r in lat.group_by(keys, use_threads=False).aggregate([("run_id", "count"), ("ok", "sum")]).to_pylist()
-    }
-    timed = lat.filter(pc.is_valid(lat["ok_ns"])).select([*keys, "ok_ns"])
-    timed = timed.sort_by([("config", "ascending"), ("in_fault", "ascending"), ("ok_ns", "ascending")])
-    ordered: dict[tuple[Any, ...], pa.Array] = {}
-    start = 0
-    for r in timed.group_by(keys, use_threads=False).aggregate([("ok_ns", "count")]).to_pylist():
-        n = r["ok_ns_count"]
-        ordered[(r["config"], r["in_fault"])] = timed["ok_ns"].slice(start, n)
-        start += n
+    totals: dict[tuple[Any, ...], list[int]] = {}
+    timed: dict[tuple[Any, ...], list[pa.Array]] = {}
+    for batch in scanner.to_batches():
+        # a run without a verdict (a malformed run) is not rolled up
+        lat = pa.Table.from_batches([batch]).join(runs, "run_id", join_type="inner", use_threads=False)
+        if lat.num_rows == 0:
+            continue
+        ok = pc.fill_null(pc.equal(lat["type"], "ok"), False)
+        lat = lat.append_column("ok", ok).append_column("ok_ns", pc.if_else(ok, lat["latency_ns"], None))
+        for r in lat.group_by(keys, use_threads=False).aggregate([("run_id", "count"), ("ok", "sum")]).to_pylist():
+            counts = totals.setdefault((r["config"], r["in_fault"]), [0, 0])
+            counts[0] += r["run_id_count"]
+            counts[1] += r["ok_sum"] or 0
+        kept = lat.filter(pc.is_valid(lat["ok_ns"])).select([*keys, "ok_ns"])
+        kept = kept.sort_by([("config", "ascending"), ("in_fault", "ascending")])
+        start = 0
+        for r in kept.group_by(keys, use_threads=False).aggregate([("ok_ns", "count")]).to_pylist():
+            n = r["ok_ns_count"]
+            timed.setdefault((r["config"], r["in_fault"]), []).append(kept["ok_ns"].slice(start, n).combine_chunks())
+            start += n
     rows = []
-    for (config, inside), t in _sorted_groups(totals):
-        values = ordered.get((config, inside))
-        q = [percentile(values, f) for f in (0.5, 0.95, 0.99)] if values is not None else [None] * 3
+    for (config, inside), (ops, ok_count) in _sorted_groups(totals):
+        chunks = timed.get((config, inside))
+        values = pa.concat_arrays(chunks).sort() if chunks else pa.array([], pa.int64())
+        q = [percentile(values, f) for f in (0.5, 0.95, 0.99)]
         rows.append(
             {
                 "config": config,
                 "in_fault": inside,
-                "ops": t["run_id_count"],
-                "ok": t["ok_sum"] or 0,
-                "ok_fraction": (t["ok_sum"] or 0) / t["run_id_count"],
+                "ops": ops,
+                "ok": ok_count,
+                "ok_fraction": ok_count / ops,
                 "p50_ms": None if q[0] is None else q[0] / 1e6,
                 "p95_ms": None if q[1] is None else q[1] / 1e6,
                 "p99_ms": None if q[2] is None else q[2] / 1e6,
-                "max_ms": values[-1].as_py() / 1e6 if values is not None and len(values) else None,
+                "max_ms": values[-1].as_py() / 1e6 if len(values) else None,
             }
         )
     return rows
