@@ -1,6 +1,7 @@
 """What the Spark executors run: the project's own checkers over one (run, key) or one run's events.
 
-Plain functions from Arrow tables to result rows, so they are unit-testable without Spark and are
+Plain functions from rows (dicts, as the ops, events and logs tables hold them) to result rows (the
+columns of `schemas.KEY_CHECK`, `RUN_CHECK`, `EPOCH_CHECK`), so they are unit-testable without Spark and are
 the same code `kraftwerk test` and `kraftwerk check` use (`checkers.linearizable.check`,
 `checkers.epochs.check_events`). Every failure is caught and returned as a row with `error` set:
 one malformed run never aborts the job.
@@ -12,8 +13,6 @@ import json
 import time
 from dataclasses import dataclass
 from typing import Any
-
-import pyarrow as pa
 
 from checkers.errors import InputError
 from checkers.registry import Checking, bad_anomalies
@@ -33,48 +32,19 @@ class RunChecks:
 
 VALID_TEXT = {True: "true", False: "false"}
 
-KEY_RESULT_FIELDS = (
-    ("run_id", pa.string()),
-    ("key", pa.string()),
-    ("valid", pa.string()),
-    ("ops", pa.int64()),
-    ("seconds", pa.float64()),
-    ("cause", pa.string()),
-    ("summary", pa.string()),
-    ("anomaly_types", pa.list_(pa.string())),
-    ("fail_index", pa.int64()),
-    ("fail_time", pa.int64()),
-    ("error", pa.string()),
-)
-RUN_RESULT_FIELDS = (
-    ("run_id", pa.string()),
-    ("valid", pa.string()),
-    ("anomaly_types", pa.list_(pa.string())),
-    ("never_ok", pa.list_(pa.string())),
-    ("seconds", pa.float64()),
-    ("error", pa.string()),
-)
-EPOCH_RESULT_FIELDS = (
-    ("run_id", pa.string()),
-    ("valid", pa.string()),
-    ("anomaly_types", pa.list_(pa.string())),
-    ("anomaly_counts", pa.map_(pa.string(), pa.int64())),
-    ("events", pa.int64()),
-    ("first_anomaly_node_time", pa.float64()),
-    ("seconds", pa.float64()),
-    ("error", pa.string()),
-)
-
 
 def valid_text(valid: Any) -> str:
     """A checker's valid (True, False, "unknown") as the pipeline's string column."""
     return VALID_TEXT.get(valid, "unknown") if isinstance(valid, bool) else "unknown"
 
 
+_JSON_START = frozenset('{["-0123456789tfnNI \t\n\r')  # what json.loads can accept a text starting with
+
+
 def decode_json_text(text: str | None) -> Any:
     """A JSON value read by Spark into a string column: raw JSON for non-strings, the text for strings."""
-    if text is None:
-        return None
+    if not text or text[0] not in _JSON_START:
+        return text  # not JSON (e.g. an error name): json.loads would refuse it
     try:
         return json.loads(text)
     except ValueError:
@@ -90,7 +60,10 @@ def _process(text: str | None) -> Any:
         return text
 
 
-def ops_from_rows(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int | None], list[int | None]]:
+Converted = tuple[list[dict[str, Any]], list[int | None], list[int | None]]
+
+
+def ops_from_rows(rows: list[dict[str, Any]]) -> Converted:
     """History op dicts (in index order) from ops-table rows, plus their original indices and times."""
     rows = sorted(rows, key=lambda r: (r["index"] is None, r["index"]))
     ops: list[dict[str, Any]] = []
@@ -119,10 +92,12 @@ def check_key_rows(
     rows: list[dict[str, Any]],
     checking: Checking,
     time_limit: float | None,
+    converted: Converted | None = None,
 ) -> dict[str, Any]:
     """Check one key of one run (or a whole run, for models that do not split by key) as the run's workload
     composes its checking (`checkers.registry`: model, allowed anomalies, ww-deps). Returns the result row
-    (KEY_RESULT_FIELDS); a malformed history gives valid="error" with the reason, never an exception.
+    (schemas.KEY_CHECK); a malformed history gives valid="error" with the reason, never an exception.
+    `converted`: `ops_from_rows(rows)`, when the caller has it already.
     """
     from checkers.history import from_dicts
     from checkers.linearizable.check import describe_failure
@@ -131,7 +106,7 @@ def check_key_rows(
     started = time.monotonic()
     out: dict[str, Any] = {"run_id": run_id, "key": key, "ops": 0, "valid": "error"}
     try:
-        ops, indices, times = ops_from_rows(rows)
+        ops, indices, times = converted if converted is not None else ops_from_rows(rows)
         history = from_dicts(ops, source=f"{run_id} key {key}")
         out["ops"] = len(history.operations())
         result = check_history(history, checking, time_limit=time_limit)
@@ -155,10 +130,13 @@ def check_key_rows(
     return out
 
 
-def check_run_rows(run_id: str, rows: list[dict[str, Any]], run: RunChecks) -> dict[str, Any]:
+def check_run_rows(
+    run_id: str, rows: list[dict[str, Any]], run: RunChecks, converted: Converted | None = None
+) -> dict[str, Any]:
     """The parts of a run's verdict beyond its history and events, as `kraftwerk test` composes them
     (`checkers.registry.judge`): the stats of its main phase over its client operations `rows`, its partition
-    logs (read from the run directory) and what its runtime observed. The result row (RUN_RESULT_FIELDS)."""
+    logs (read from the run directory) and what its runtime observed. The result row (schemas.RUN_CHECK).
+    `converted`: `ops_from_rows(rows)`, when the caller has it already."""
     from checkers.epochs import check_partition_logs, load_partition_logs
     from checkers.history import from_dicts
     from checkers.registry import stats_part
@@ -167,7 +145,7 @@ def check_run_rows(run_id: str, rows: list[dict[str, Any]], run: RunChecks) -> d
     started = time.monotonic()
     out: dict[str, Any] = {"run_id": run_id, "valid": "error", "anomaly_types": []}
     try:
-        ops, _, _ = ops_from_rows(rows)
+        ops = converted[0] if converted is not None else ops_from_rows(rows)[0]
         parts: dict[str, dict[str, Any]] = {}
         dumps = load_partition_logs(run.run_dir)
         if dumps:
@@ -189,7 +167,7 @@ def check_run_rows(run_id: str, rows: list[dict[str, Any]], run: RunChecks) -> d
 
 
 def check_epoch_rows(run_id: str, events: list[dict[str, Any]], logs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The epoch/leader checker over one run's events and log dumps; the result row (EPOCH_RESULT_FIELDS)."""
+    """The epoch/leader checker over one run's events and log dumps; the result row (schemas.EPOCH_CHECK)."""
     from checkers.epochs import check_events
 
     started = time.monotonic()
@@ -226,43 +204,3 @@ def check_epoch_rows(run_id: str, events: list[dict[str, Any]], logs: list[dict[
         out["valid"], out["error"] = "error", f"checker failed: {type(e).__name__}: {e}"
     out["seconds"] = round(time.monotonic() - started, 6)
     return out
-
-
-def _table(rows: list[dict[str, Any]], fields: tuple[tuple[str, pa.DataType], ...]) -> pa.Table:
-    schema = pa.schema(list(fields))
-    return pa.Table.from_pylist([{name: r.get(name) for name, _ in fields} for r in rows], schema=schema)
-
-
-def key_checker(runs: dict[str, RunChecks]):  # noqa: ANN201 - a Spark UDF
-    """The applyInArrow function for groupBy(run_id, key): one result row per group, each run checked as its
-    workload composes it and within its own checker budget (`runs`: run id → what its test says)."""
-
-    def run(group: tuple[Any, ...], table: pa.Table) -> pa.Table:
-        run_id = group[0].as_py()
-        key = group[1].as_py()
-        r = runs[run_id]
-        row = check_key_rows(run_id, key, table.to_pylist(), r.checking, r.time_limit)
-        return _table([row], KEY_RESULT_FIELDS)
-
-    return run
-
-
-def run_checker(runs: dict[str, RunChecks]):  # noqa: ANN201 - a Spark UDF
-    """The applyInArrow function for groupBy(run_id) over a run's client operations: one row per run."""
-
-    def run(group: tuple[Any, ...], table: pa.Table) -> pa.Table:
-        run_id = group[0].as_py()
-        return _table([check_run_rows(run_id, table.to_pylist(), runs[run_id])], RUN_RESULT_FIELDS)
-
-    return run
-
-
-def epoch_checker():  # noqa: ANN201 - a Spark UDF
-    """The cogroup applyInArrow function for (events, logs) grouped by run_id: one row per run."""
-
-    def run(group: tuple[Any, ...], events: pa.Table, logs: pa.Table) -> pa.Table:
-        run_id = group[0].as_py()
-        row = check_epoch_rows(run_id, events.to_pylist(), logs.to_pylist())
-        return _table([row], EPOCH_RESULT_FIELDS)
-
-    return run
