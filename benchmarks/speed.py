@@ -242,6 +242,7 @@ def main() -> int:
     p.add_argument("--nemesis", default="all", help="the simulated tests' --nemesis (default all)")
     p.add_argument("--explore-runs", type=int, default=60, help="runs of the explore row (default 60)")
     p.add_argument("--analyze-runs", type=int, default=1000, help="runs in the analyze store (default 1000)")
+    p.add_argument("--analyze-store", default=None, metavar="DIR", help="analyze this store instead of building one")
     p.add_argument("--porcupine", default=os.environ.get("PORCUPINE_TEST"), help="Porcupine's test binary")
     p.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "kraftwerk-speed"), help="scratch directory")
     args = p.parse_args()
@@ -255,7 +256,9 @@ def main() -> int:
     trees = {"this tree": ROOT}
     if not args.no_base:
         trees["base"] = base_tree(args.base, work)
-    store = analyze_store(work, args.analyze_runs) if "analyze" in rows else None
+    store = None
+    if "analyze" in rows:
+        store = Path(args.analyze_store) if args.analyze_store else analyze_store(work, args.analyze_runs)
 
     def measure(row: str, tree: Path) -> Sample:
         if row.startswith("sim-"):
