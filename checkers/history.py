@@ -18,6 +18,7 @@ from checkers.errors import InputError
 TYPES = ("invoke", "ok", "fail", "info")
 NEMESIS = "nemesis"
 _FIELDS = ("index", "time", "process", "type", "f", "key", "value", "node", "error")
+_FIELD_SET = frozenset(_FIELDS)
 
 
 def freeze(value: Any) -> Any:
@@ -274,7 +275,7 @@ def _check_fields(obj: Any, source: str, line: int) -> Op:
     node = obj.get("node")
     if node is not None and not isinstance(node, str):
         raise InputError(f"node must be a string, got {node!r}", source, line)
-    extra = {k: v for k, v in obj.items() if k not in _FIELDS} or None
+    extra = None if obj.keys() <= _FIELD_SET else {k: v for k, v in obj.items() if k not in _FIELDS} or None
     return Op(
         index=index if index is not None else -1,
         type=typ,

@@ -19,7 +19,7 @@ from typing import Any
 from checkers.pipeline import jsonl
 from checkers.pipeline.checks import (
     RunChecks,
-    check_epoch_rows,
+    check_epochs,
     check_key_rows,
     check_run_rows,
     ops_from_rows,
@@ -65,7 +65,10 @@ class RunResult:
 
 
 def _bad_lines(rows: list[dict[str, Any]]) -> str | None:
-    bad = [r["malformed"] for r in rows if r["malformed"] is not None]
+    return _bad_message([r["malformed"] for r in rows if r["malformed"] is not None])
+
+
+def _bad_message(bad: list[str]) -> str | None:
     return f"{len(bad)} malformed line(s), first: {bad[0]}" if bad else None
 
 
@@ -138,8 +141,8 @@ def _check(
     task: RunTask,
     checks: RunChecks,
     ops: list[dict[str, Any]],
-    events: list[dict[str, Any]],
-    logs: list[dict[str, Any]],
+    evs: list[dict[str, Any]],
+    dumps: dict[str, list[dict[str, Any]]],
     result: RunResult,
 ) -> None:
     client = sorted((r for r in ops if _is_client(r)), key=lambda r: r["index"])  # validated: indices set, unique
@@ -152,8 +155,8 @@ def _check(
         part = ([converted[0][p] for p in at], [converted[1][p] for p in at], [converted[2][p] for p in at])
         rows = [client[p] for p in at]
         result.key_checks.append(check_key_rows(task.run_id, key, rows, checks.checking, checks.time_limit, part))
-    if events or logs:
-        result.epoch_check = check_epoch_rows(task.run_id, events, logs)
+    if evs or dumps:
+        result.epoch_check = check_epochs(task.run_id, evs, dumps)
     if client:
         result.run_check = check_run_rows(task.run_id, client, checks, converted)
     failed_key = next((k for k in result.key_checks if k["valid"] == "error"), None)
@@ -170,16 +173,44 @@ HISTORY_COLUMNS = [name for name, _, _ in jsonl.HISTORY] + ["malformed"]
 LATENCY_COLUMNS = ("process", "f", "type", "invoke_time", "latency_ns", "in_fault")
 
 
-def _read(path: str, arrow: Any, columns: list[tuple[str, Any, type]]) -> tuple[list[dict[str, Any]], Any]:
-    """A file's rows as dicts (for the checkers) and as a table or column lists (for its Parquet table)."""
+def _read(
+    path: str, arrow: Any, columns: list[tuple[str, Any, type]], keep: tuple[str, ...]
+) -> tuple[int, dict[str, Any], list[dict[str, Any]], list[str]]:
+    """A file read for its Parquet table and its checker: its number of rows, its columns (a table's columns
+    or lists), each row's `keep` fields that are not null as a dict (in file order), and what is wrong with
+    its malformed lines' text."""
     table = jsonl.read_arrow(path, arrow)
     if table is not None:
-        rows = table.to_pylist()
-        for row in rows:
-            row["malformed"] = None
-        return rows, {name: table.column(name) for name in table.column_names}
+        values = [table.column(name).to_pylist() for name in keep]
+        kept = [{k: v for k, v in zip(keep, row) if v is not None} for row in zip(*values)]
+        return table.num_rows, {name: table.column(name) for name in table.column_names}, kept, []
     rows = jsonl.read_jsonl(path, columns)
-    return rows, {name: [r[name] for r in rows] for name in [*(c[0] for c in columns), "malformed"]}
+    kept = [{k: r[k] for k in keep if r[k] is not None} for r in rows]
+    names = [*(c[0] for c in columns), "malformed"]
+    bad = [r["malformed"] for r in rows if r["malformed"] is not None]
+    return len(rows), {name: [r[name] for r in rows] for name in names}, kept, bad
+
+
+EVENT_FIELDS = tuple(name for name, _, _ in jsonl.EVENTS)
+LOG_FIELDS = ("offset", "epoch", "digest")
+
+
+def _dumps(parts: list[tuple[str, list[dict[str, Any]]]]) -> dict[str, list[dict[str, Any]]]:
+    """Log entries by node, nodes in order, each node's entries in line order (files of one node interleaved
+    by line, as sorting all of them by node and line would)."""
+    by_node: dict[str, list[list[dict[str, Any]]]] = {}
+    for node, entries in parts:
+        if entries:
+            by_node.setdefault(node, []).append(entries)
+    dumps: dict[str, list[dict[str, Any]]] = {}
+    for node in sorted(by_node):
+        files = by_node[node]
+        if len(files) == 1:
+            dumps[node] = files[0]
+        else:
+            lined = sorted(((line, e) for f in files for line, e in enumerate(f, 1)), key=lambda t: t[0])
+            dumps[node] = [e for _, e in lined]
+    return dumps
 
 
 def process_run(task: RunTask, pieces: dict[str, list[Any]], batch: str) -> RunResult:
@@ -196,28 +227,27 @@ def process_run(task: RunTask, pieces: dict[str, list[Any]], batch: str) -> RunR
 
     ops = jsonl.read_jsonl(task.history, jsonl.HISTORY)
     add("ops", len(ops), {name: [r[name] for r in ops] for name in HISTORY_COLUMNS})
-    events: list[dict[str, Any]] = []
+    evs: list[dict[str, Any]] = []
+    bad_events: list[str] = []
     if task.events:
-        events, columns = _read(task.events, jsonl.EVENTS_ARROW, jsonl.EVENTS)
-        for line, e in enumerate(events, 1):
-            e["line"] = line
-        add("events", len(events), {**columns, "line": list(range(1, len(events) + 1))})
-    logs: list[dict[str, Any]] = []
+        n, columns, evs, bad_events = _read(task.events, jsonl.EVENTS_ARROW, jsonl.EVENTS, EVENT_FIELDS)
+        add("events", n, {**columns, "line": list(range(1, n + 1))})
+    logs: list[tuple[str, list[dict[str, Any]]]] = []
+    bad_logs: list[str] = []
     for path in task.logs:
         node = Path(path).stem
-        entries, columns = _read(path, jsonl.LOG_ARROW, jsonl.LOG)
-        for line, entry in enumerate(entries, 1):
-            entry["node"], entry["line"] = node, line
-        logs.extend(entries)
-        add("logs", len(entries), {**columns, "node": node, "line": list(range(1, len(entries) + 1))})
+        n, columns, entries, bad = _read(path, jsonl.LOG_ARROW, jsonl.LOG, LOG_FIELDS)
+        logs.append((node, entries))
+        bad_logs.extend(bad)
+        add("logs", n, {**columns, "node": node, "line": list(range(1, n + 1))})
     result.invokes = sum(1 for r in ops if r["type"] == "invoke" and _is_client(r))
     if problem := history_problem(ops):
         result.problems.append(("history.jsonl", problem))
-    for rows, label in ((events, "events.jsonl"), (logs, "logs/*.jsonl")):
-        if bad := _bad_lines(rows):
-            result.problems.append((label, bad))
+    for bad, label in ((bad_events, "events.jsonl"), (bad_logs, "logs/*.jsonl")):
+        if message := _bad_message(bad):
+            result.problems.append((label, message))
     if task.checks is not None and not result.problems:
-        _check(task, task.checks, ops, events, logs, result)
+        _check(task, task.checks, ops, evs, _dumps(logs), result)
         paired = latencies(ops)
         add("latencies", len(paired), {name: [r[name] for r in paired] for name in LATENCY_COLUMNS})
     return result

@@ -45,6 +45,8 @@ def decode_json_text(text: str | None) -> Any:
     """A JSON value read by Spark into a string column: raw JSON for non-strings, the text for strings."""
     if not text or text[0] not in _JSON_START:
         return text  # not JSON (e.g. an error name): json.loads would refuse it
+    if len(text) < 19 and text.isdigit() and text.isascii() and (text[0] != "0" or len(text) == 1):
+        return int(text)  # what json.loads gives for a plain integer, faster
     try:
         return json.loads(text)
     except ValueError:
@@ -167,21 +169,28 @@ def check_run_rows(
 
 
 def check_epoch_rows(run_id: str, events: list[dict[str, Any]], logs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The epoch/leader checker over one run's events and log dumps; the result row (schemas.EPOCH_CHECK)."""
+    """The epoch/leader checker over one run's events and log dumps (rows as the events and logs tables hold
+    them, with their `line`, and `node` for log entries); the result row (schemas.EPOCH_CHECK)."""
+    evs = [
+        {k: v for k, v in e.items() if v is not None and k not in ("line", "run_id")}
+        for e in sorted(events, key=lambda e: e["line"])
+    ]
+    dumps: dict[str, list[dict[str, Any]]] = {}
+    for entry in sorted(logs, key=lambda e: (e["node"], e["line"])):
+        dumps.setdefault(entry["node"], []).append(
+            {k: entry[k] for k in ("offset", "epoch", "digest") if entry.get(k) is not None}
+        )
+    return check_epochs(run_id, evs, dumps)
+
+
+def check_epochs(run_id: str, evs: list[dict[str, Any]], dumps: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The epoch/leader checker over one run's events (in file order, their fields without nulls) and log
+    dumps (node, in node order -> its entries in file order); the result row (schemas.EPOCH_CHECK)."""
     from checkers.epochs import check_events
 
     started = time.monotonic()
-    out: dict[str, Any] = {"run_id": run_id, "valid": "error", "events": len(events), "anomaly_types": []}
+    out: dict[str, Any] = {"run_id": run_id, "valid": "error", "events": len(evs), "anomaly_types": []}
     try:
-        evs = [
-            {k: v for k, v in e.items() if v is not None and k not in ("line", "run_id")}
-            for e in sorted(events, key=lambda e: e["line"])
-        ]
-        dumps: dict[str, list[dict[str, Any]]] = {}
-        for entry in sorted(logs, key=lambda e: (e["node"], e["line"])):
-            dumps.setdefault(entry["node"], []).append(
-                {k: entry[k] for k in ("offset", "epoch", "digest") if entry.get(k) is not None}
-            )
         if evs:
             result = check_events(evs, dumps)
         else:

@@ -65,6 +65,21 @@ EVENTS = _converters(EVENTS_JSON)
 LOG = _converters(LOG_JSON)
 
 
+_scan_object = json.JSONDecoder().scan_once  # json.loads' own scanner, without its per-call wrappers
+
+
+def _loads(line: str) -> Any:
+    """json.loads(line), faster for a line that is one object with nothing around it."""
+    if line[:1] == "{" and line[-1:] == "}":
+        try:
+            obj, end = _scan_object(line, 0)
+        except StopIteration:
+            return json.loads(line)  # raises as json.loads does
+        if end == len(line):
+            return obj
+    return json.loads(line)
+
+
 def read_jsonl(path: str, columns: list[tuple[str, Any, type]]) -> list[dict[str, Any]]:
     """The rows of one JSON-lines file: a dict per non-blank line with every column and `malformed` (None when
     the line was read)."""
@@ -80,7 +95,7 @@ def read_jsonl(path: str, columns: list[tuple[str, Any, type]]) -> list[dict[str
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = _loads(line)
                 if not isinstance(obj, dict):
                     raise _Misfit
                 row = {"malformed": None}
