@@ -38,7 +38,15 @@ def run(args: argparse.Namespace) -> int:
         print(problem, file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.runs is not None:
-        return fleet(spec, args.runs, args.store, master=args.master, keep=args.keep, observable=args.observable)
+        return fleet(
+            spec,
+            args.runs,
+            args.store,
+            master=args.master,
+            keep=args.keep,
+            observable=args.observable,
+            quiet=args.quiet,
+        )
     return search(spec, args.store, budget, observable=args.observable, quiet=args.quiet)
 
 
@@ -49,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "-q",
         "--quiet",
         action="store_true",
-        help="no line per attempt (runs/s, simulated time, budget left): only what was found",
+        help="no progress (attempts or runs done, runs/s, simulated time, budget left): only what was found",
     )
     p.add_argument(
         "--observable",

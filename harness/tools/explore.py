@@ -69,10 +69,17 @@ def search(spec: TestSpec, store: str, budget: float, observable: bool = False, 
 
 
 def fleet(
-    spec: TestSpec, runs: int, store: str, master: str | None = None, keep: str = "all", observable: bool = False
+    spec: TestSpec,
+    runs: int,
+    store: str,
+    master: str | None = None,
+    keep: str = "all",
+    observable: bool = False,
+    quiet: bool = False,
 ) -> int:
     """Run `runs` seeds from `spec.seed` (here, or as Spark tasks on `master`) and report every invalid one (1 if
-    any, else 0); `keep` "invalid" stores only those."""
+    any, else 0); `keep` "invalid" stores only those. Unless `quiet`, progress on stderr: a bar on a terminal,
+    else a line every 5 s."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -81,7 +88,8 @@ def fleet(
     console = Console(stderr=True, highlight=False)
     seeds = [seed_after(spec.seed, i) for i in range(runs)]
     where = f"on {master}" if master else "in this process"
-    console.print(f"explore: {runs} simulated runs {where}, seeds {seeds[0]}…, store {store}")
+    if not quiet:
+        console.print(f"explore: {runs} simulated runs {where}, seeds {seeds[0]}…, store {store}")
     started = time.monotonic()
     columns = (
         TextColumn("runs"),
@@ -90,7 +98,7 @@ def fleet(
         TextColumn("{task.fields[rate]} runs/s · {task.fields[invalid]} invalid"),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=console, transient=False, disable=not console.is_terminal) as bar:
+    with Progress(*columns, console=console, transient=False, disable=quiet or not console.is_terminal) as bar:
         task = bar.add_task("runs", total=runs, rate="0.0", invalid=0)
         last_report = [0.0]
 
@@ -98,7 +106,7 @@ def fleet(
             elapsed = max(1e-9, time.monotonic() - started)
             bad = sum(1 for r in rows if _counts(r, observable))
             bar.update(task, completed=len(rows), rate=f"{len(rows) / elapsed:.1f}", invalid=bad)
-            if not console.is_terminal and time.monotonic() - last_report[0] >= 5:
+            if not quiet and not console.is_terminal and time.monotonic() - last_report[0] >= 5:
                 last_report[0] = time.monotonic()
                 console.print(f"{len(rows)}/{runs} runs, {len(rows) / elapsed:.1f} runs/s, {bad} invalid")
 

@@ -55,6 +55,15 @@ def test_runs_in_one_process_report_every_invalid_seed(tmp_path: Path, capsys: p
     assert not (tmp_path / ".fleet").exists()  # the progress rows are gone with the batch
 
 
+def test_runs_with_quiet_print_no_progress_only_the_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_explore(explore_args(tmp_path, runs=2, quiet=True))
+    err = capsys.readouterr().err
+    assert "simulated runs in this process" not in err
+    assert "2 runs in" in err
+    run_explore(explore_args(tmp_path, runs=2, seed=200))
+    assert "explore: 2 simulated runs in this process" in capsys.readouterr().err  # without -q: progress
+
+
 def test_a_task_run_again_stores_each_run_once(tmp_path: Path) -> None:
     """Spark runs a task again when an attempt failed or its executor was lost: a run the lost
     attempt finished is not stored twice, and one it left half-written is replaced."""
