@@ -85,7 +85,7 @@ def fleet(
 
     from harness.tools.fleet import RunRow, run_fleet
 
-    console = Console(stderr=True, highlight=False)
+    console = Console(stderr=True, highlight=False, soft_wrap=True)  # a log keeps each line whole
     seeds = [seed_after(spec.seed, i) for i in range(runs)]
     where = f"on {master}" if master else "in this process"
     if not quiet:

@@ -52,6 +52,9 @@ def test_runs_in_one_process_report_every_invalid_seed(tmp_path: Path, capsys: p
     assert len([d for d in stored if d.name != "latest"]) == 4  # --keep all
     invalid = [line for line in err.splitlines() if line.startswith("INVALID seed")]
     assert code == (1 if invalid else 0)
+    for line in err.splitlines():  # each path on the line that names it, however long (a log is not wrapped)
+        if line.startswith(("INVALID seed", "  replay:", "  shrink:")):
+            assert str(tmp_path / "explore-register") in line
     assert not (tmp_path / ".fleet").exists()  # the progress rows are gone with the batch
 
 
