@@ -30,6 +30,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -69,10 +70,6 @@ _SELF_VOTING_ROLES = frozenset({"candidate", "leader"})
 _Ref = tuple[int, int | None, dict]
 
 
-def _is_nat(x: Any) -> bool:
-    return type(x) is int and x >= 0
-
-
 def _describe(x: Any) -> str:
     text = json.dumps(x) if isinstance(x, str | int | float | bool | type(None)) else type(x).__name__
     return text if len(text) <= 60 else text[:57] + "..."
@@ -80,12 +77,12 @@ def _describe(x: Any) -> str:
 
 def _nat_field(ev: dict, key: str, required: bool = True) -> int | None:
     value = ev.get(key)
+    if type(value) is int and value >= 0:
+        return value
     if value is None and not required:
         return None
-    if not _is_nat(value):
-        what = "missing" if key not in ev else f"got {_describe(value)}"
-        raise InputError(f'"{key}" must be a non-negative integer ({what})')
-    return value
+    what = "missing" if key not in ev else f"got {_describe(value)}"
+    raise InputError(f'"{key}" must be a non-negative integer ({what})')
 
 
 def _name_field(ev: dict, key: str, required: bool) -> str | None:
@@ -357,17 +354,22 @@ class EpochChecker:
 
     def check_logs(self, logs: Mapping[str, list[tuple[int | None, dict]]]) -> None:
         """Compare validated log dumps: offset -> the entries each node holds there."""
-        at: dict[int, list[tuple[str, int | None, dict]]] = {}
         committed = CommittedLog()
+        add = committed.add
         divergent: set[int] = set()
-        entries = 0
+        offsets: list[int] = []
         for node in sorted(logs):
-            for line, entry in logs[node]:
-                entries += 1
+            for _, entry in logs[node]:
                 offset = entry["offset"]
-                at.setdefault(offset, []).append((node, line, entry))
-                if committed.add(offset, node, (entry["epoch"], entry["digest"])) is not None:
+                offsets.append(offset)
+                if add(offset, node, (entry["epoch"], entry["digest"])) is not None:
                     divergent.add(offset)
+        at: dict[int, list[tuple[str, int | None, dict]]] = {}  # who holds what at a divergent offset
+        if divergent:
+            for node in sorted(logs):
+                for line, entry in logs[node]:
+                    if entry["offset"] in divergent:
+                        at.setdefault(entry["offset"], []).append((node, line, entry))
         for offset in sorted(divergent):
             if not self._keep("committed-divergence"):
                 continue
@@ -382,8 +384,8 @@ class EpochChecker:
                     ],
                 },
             )
-        compared = sum(1 for held in at.values() if len(held) > 1)
-        self.log_stats = {"log-dumps": len(logs), "log-entries": entries, "offsets-compared": compared}
+        compared = sum(1 for n in Counter(offsets).values() if n > 1)
+        self.log_stats = {"log-dumps": len(logs), "log-entries": len(offsets), "offsets-compared": compared}
 
     def anomaly_counts(self) -> dict[str, int]:
         """What was found so far: anomaly name -> count (the leader conflicts included)."""
@@ -458,8 +460,12 @@ def _materialize(example: dict) -> dict:
 def _check_log_entry(entry: Any, seen: dict[int, int | None], where: int | None) -> None:
     if type(entry) is not dict:
         raise InputError(f"log entry must be a JSON object (got {_describe(entry)})")
-    offset = _nat_field(entry, "offset")
-    _nat_field(entry, "epoch")
+    offset = entry.get("offset")
+    if type(offset) is not int or offset < 0:
+        _nat_field(entry, "offset")  # raises, naming what is wrong
+    epoch = entry.get("epoch")
+    if type(epoch) is not int or epoch < 0:
+        _nat_field(entry, "epoch")
     if type(entry.get("digest")) is not str:
         what = "missing" if "digest" not in entry else f"got {_describe(entry.get('digest'))}"
         raise InputError(f'"digest" must be a string ({what})')

@@ -327,6 +327,12 @@ def read_jsonl(path: str | os.PathLike[str]) -> History:
         raise InputError(f"not UTF-8 text: {e.reason}", source) from None
 
 
+def op_from_dict(obj: Any, source: str = "<history>", line: int = 0) -> Op:
+    """One validated op from a decoded history line, keeping the line's own `index` (-1 without one);
+    InputError naming `line` of `source` if a field is missing or of the wrong kind."""
+    return _check_fields(obj, source, line)
+
+
 def from_dicts(objs: Iterable[dict[str, Any]], source: str = "<history>") -> History:
     """Build a validated History from already-decoded op dictionaries (line = position + 1)."""
     ops = []

@@ -3,10 +3,11 @@
 For every run of the chunk: history.jsonl, events.jsonl and logs/*.jsonl are read in Python
 (`jsonl.read_jsonl`, as Spark would read them), the history validated (malformed lines, missing or
 sparse indices), and, when the run has no problem, checked in the same pass: every key (or the whole run)
-with `checks.check_key_rows`, its events with `checks.check_epoch_rows`, the rest of its verdict with
-`checks.check_run_rows`, and its op latencies paired and marked inside or outside fault windows. The big
-tables (ops, events, logs, latencies) are written by the executor as one Parquet file per table and
-(date, workload) (`tables.write_rows`); only the small check rows and problems go back to the driver.
+with `checks.check_key` (from its lines as read, each validated once), its events with `checks.check_epochs`,
+the rest of its verdict with `checks.check_run`, and its op latencies paired and marked inside or outside
+fault windows. The big tables (ops, events, logs, latencies) are written by the executor as one Parquet file
+per table and (date, workload) (`tables.write_rows`); only the small check rows and problems go back to the
+driver.
 """
 
 from __future__ import annotations
@@ -14,16 +15,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checkers.pipeline import jsonl
-from checkers.pipeline.checks import (
-    RunChecks,
-    check_epochs,
-    check_key_rows,
-    check_run_rows,
-    ops_from_rows,
-)
+from checkers.pipeline.checks import RunChecks, check_epochs, check_key, check_run
+
+if TYPE_CHECKING:
+    from checkers.history import Op
 
 NEMESIS_PACKAGES = {
     "start-partition": ("partition", True),
@@ -141,24 +139,31 @@ def _check(
     task: RunTask,
     checks: RunChecks,
     ops: list[dict[str, Any]],
+    objs: list[dict[str, Any] | None],
     evs: list[dict[str, Any]],
     dumps: dict[str, list[dict[str, Any]]],
     result: RunResult,
 ) -> None:
-    client = sorted((r for r in ops if _is_client(r)), key=lambda r: r["index"])  # validated: indices set, unique
-    converted = ops_from_rows(client)  # once for the run (its key checks and its stats), in this order
-    groups: dict[str | None, list[int]] = {}
-    for pos, r in enumerate(client):
-        groups.setdefault(r["key"] if checks.checking.split_keys else "*", []).append(pos)
+    """Check a run whose history has no problem: `ops` its rows, `objs` its lines as decoded (one per row)."""
+    client = sorted((t for t in zip(ops, objs) if _is_client(t[0])), key=lambda t: t[0]["index"])
+    groups: dict[str | None, list[dict[str, Any]]] = {}
+    for r, obj in client:
+        groups.setdefault(r["key"] if checks.checking.split_keys else "*", []).append(obj)  # type: ignore[arg-type]
+    validated: list[Op] | None = []
     for key in sorted(groups, key=lambda k: (k is None, k or "")):
-        at = groups[key]
-        part = ([converted[0][p] for p in at], [converted[1][p] for p in at], [converted[2][p] for p in at])
-        rows = [client[p] for p in at]
-        result.key_checks.append(check_key_rows(task.run_id, key, rows, checks.checking, checks.time_limit, part))
+        row, key_ops = check_key(task.run_id, key, groups[key], checks.checking, checks.time_limit)
+        result.key_checks.append(row)
+        if key_ops is None:
+            validated = None
+        elif validated is not None:
+            validated.extend(key_ops)
     if evs or dumps:
         result.epoch_check = check_epochs(task.run_id, evs, dumps)
     if client:
-        result.run_check = check_run_rows(task.run_id, client, checks, converted)
+        if validated is not None and len(groups) > 1:
+            validated.sort(key=lambda op: op.index)
+        lines = [obj for _, obj in client]
+        result.run_check = check_run(task.run_id, lines, checks, validated)  # type: ignore[arg-type]
     failed_key = next((k for k in result.key_checks if k["valid"] == "error"), None)
     if failed_key is not None:
         key = "(none)" if failed_key["key"] is None else failed_key["key"]
@@ -182,7 +187,10 @@ def _read(
     table = jsonl.read_arrow(path, arrow)
     if table is not None:
         values = [table.column(name).to_pylist() for name in keep]
-        kept = [{k: v for k, v in zip(keep, row) if v is not None} for row in zip(*values)]
+        if any(table.column(name).null_count for name in keep):
+            kept = [{k: v for k, v in zip(keep, row) if v is not None} for row in zip(*values)]
+        else:
+            kept = [dict(zip(keep, row)) for row in zip(*values)]
         return table.num_rows, {name: table.column(name) for name in table.column_names}, kept, []
     rows = jsonl.read_jsonl(path, columns)
     kept = [{k: r[k] for k in keep if r[k] is not None} for r in rows]
@@ -225,7 +233,8 @@ def process_run(task: RunTask, pieces: dict[str, list[Any]], batch: str) -> RunR
         if n:
             pieces[name].append((task.date, task.workload, columns_table(name, n, {**columns, **tail})))
 
-    ops = jsonl.read_jsonl(task.history, jsonl.HISTORY)
+    objs: list[dict[str, Any] | None] = []
+    ops = jsonl.read_jsonl(task.history, jsonl.HISTORY, objs)
     add("ops", len(ops), {name: [r[name] for r in ops] for name in HISTORY_COLUMNS})
     evs: list[dict[str, Any]] = []
     bad_events: list[str] = []
@@ -247,7 +256,7 @@ def process_run(task: RunTask, pieces: dict[str, list[Any]], batch: str) -> RunR
         if message := _bad_message(bad):
             result.problems.append((label, message))
     if task.checks is not None and not result.problems:
-        _check(task, task.checks, ops, evs, _dumps(logs), result)
+        _check(task, task.checks, ops, objs, evs, _dumps(logs), result)
         paired = latencies(ops)
         add("latencies", len(paired), {name: [r[name] for r in paired] for name in LATENCY_COLUMNS})
     return result

@@ -12,10 +12,13 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checkers.errors import InputError
 from checkers.registry import Checking, bad_anomalies
+
+if TYPE_CHECKING:
+    from checkers.history import Op
 
 
 @dataclass(frozen=True)
@@ -62,17 +65,14 @@ def _process(text: str | None) -> Any:
         return text
 
 
-Converted = tuple[list[dict[str, Any]], list[int | None], list[int | None]]
-
-
-def ops_from_rows(rows: list[dict[str, Any]]) -> Converted:
-    """History op dicts (in index order) from ops-table rows, plus their original indices and times."""
+def ops_from_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """History op dicts (in index order, each with its index) from ops-table rows."""
     rows = sorted(rows, key=lambda r: (r["index"] is None, r["index"]))
     ops: list[dict[str, Any]] = []
-    indices: list[int | None] = []
-    times: list[int | None] = []
     for r in rows:
         op: dict[str, Any] = {"type": r["type"], "process": _process(r["process"]), "f": r["f"]}
+        if r["index"] is not None:
+            op["index"] = r["index"]
         if r.get("time") is not None:
             op["time"] = r["time"]
         if r.get("key") is not None:
@@ -83,33 +83,42 @@ def ops_from_rows(rows: list[dict[str, Any]]) -> Converted:
         if r.get("error") is not None:
             op["error"] = decode_json_text(r["error"])
         ops.append(op)
-        indices.append(r["index"])
-        times.append(r.get("time"))
-    return ops, indices, times
+    return ops
 
 
-def check_key_rows(
-    run_id: str,
-    key: str | None,
-    rows: list[dict[str, Any]],
-    checking: Checking,
-    time_limit: float | None,
-    converted: Converted | None = None,
-) -> dict[str, Any]:
+def validated_ops(objs: list[dict[str, Any]], source: str) -> list[Op]:
+    """History ops from decoded lines (in index order), each validated once and keeping its index (its
+    position when it has none); InputError on the first bad one."""
+    from checkers.history import op_from_dict
+
+    ops = []
+    for i, obj in enumerate(objs):
+        op = op_from_dict(obj, source, i + 1)
+        if op.index == -1:
+            op.index = i
+        ops.append(op)
+    return ops
+
+
+def check_key(
+    run_id: str, key: str | None, objs: list[dict[str, Any]], checking: Checking, time_limit: float | None
+) -> tuple[dict[str, Any], list[Op] | None]:
     """Check one key of one run (or a whole run, for models that do not split by key) as the run's workload
-    composes its checking (`checkers.registry`: model, allowed anomalies, ww-deps). Returns the result row
-    (schemas.KEY_CHECK); a malformed history gives valid="error" with the reason, never an exception.
-    `converted`: `ops_from_rows(rows)`, when the caller has it already.
+    composes its checking (`checkers.registry`: model, allowed anomalies, ww-deps), from its history lines
+    as decoded (in index order). Returns the result row (schemas.KEY_CHECK) and the validated ops (None if a
+    line was not a valid op); a malformed history gives valid="error" with the reason, never an exception.
     """
-    from checkers.history import from_dicts
+    from checkers.history import History
     from checkers.linearizable.check import describe_failure
     from checkers.registry import check_history
 
     started = time.monotonic()
     out: dict[str, Any] = {"run_id": run_id, "key": key, "ops": 0, "valid": "error"}
+    ops = None
     try:
-        ops, indices, times = converted if converted is not None else ops_from_rows(rows)
-        history = from_dicts(ops, source=f"{run_id} key {key}")
+        source = f"{run_id} key {key}"
+        ops = validated_ops(objs, source)
+        history = History(ops, source)
         out["ops"] = len(history.operations())
         result = check_history(history, checking, time_limit=time_limit)
         out["valid"] = valid_text(result.get("valid"))
@@ -120,41 +129,48 @@ def check_key_rows(
         if result.get("valid") is False:
             out["summary"] = describe_failure(result)
             op = (result.get("failure") or {}).get("op") or {}
-            pos = op.get("completed-index", op.get("index"))
-            if isinstance(pos, int) and 0 <= pos < len(indices):
-                out["fail_index"] = indices[pos]
-                out["fail_time"] = times[pos]
+            index = op.get("completed-index", op.get("index"))
+            failed = next((o for o in ops if o.index == index), None) if isinstance(index, int) else None
+            if failed is not None:
+                out["fail_index"] = index
+                out["fail_time"] = failed.time
     except InputError as e:
         out["valid"], out["error"] = "error", f"malformed history: {e}"
     except Exception as e:  # noqa: BLE001 - reported as a row, never abort the job
         out["valid"], out["error"] = "error", f"checker failed: {type(e).__name__}: {e}"
     out["seconds"] = round(time.monotonic() - started, 6)
-    return out
+    return out, ops
 
 
-def check_run_rows(
-    run_id: str, rows: list[dict[str, Any]], run: RunChecks, converted: Converted | None = None
+def check_key_rows(
+    run_id: str, key: str | None, rows: list[dict[str, Any]], checking: Checking, time_limit: float | None
 ) -> dict[str, Any]:
+    """`check_key` of ops-table rows (in any order): the result row."""
+    return check_key(run_id, key, ops_from_rows(rows), checking, time_limit)[0]
+
+
+def check_run(run_id: str, objs: list[dict[str, Any]], run: RunChecks, ops: list[Op] | None = None) -> dict[str, Any]:
     """The parts of a run's verdict beyond its history and events, as `kraftwerk test` composes them
-    (`checkers.registry.judge`): the stats of its main phase over its client operations `rows`, its partition
-    logs (read from the run directory) and what its runtime observed. The result row (schemas.RUN_CHECK).
-    `converted`: `ops_from_rows(rows)`, when the caller has it already."""
+    (`checkers.registry.judge`): the stats of its main phase over its client operations (`objs`, its history
+    lines as decoded, in index order; `ops`, the same validated, when the caller has them), its partition
+    logs (read from the run directory) and what its runtime observed. The result row (schemas.RUN_CHECK)."""
     from checkers.epochs import check_partition_logs, load_partition_logs
-    from checkers.history import from_dicts
+    from checkers.history import History
     from checkers.registry import stats_part
     from checkers.verdict import compose
 
     started = time.monotonic()
     out: dict[str, Any] = {"run_id": run_id, "valid": "error", "anomaly_types": []}
     try:
-        ops = converted[0] if converted is not None else ops_from_rows(rows)[0]
+        source = f"{run_id} (stats)"
+        history = History(ops if ops is not None else validated_ops(objs, source), source)
         parts: dict[str, dict[str, Any]] = {}
         dumps = load_partition_logs(run.run_dir)
         if dumps:
             parts["partition-logs"] = check_partition_logs(dumps)
         if run.observed is not None:
             parts["invariants"] = dict(run.observed)
-        stats = stats_part(from_dicts(ops, source=f"{run_id} (stats)"), run.checking, run.main)
+        stats = stats_part(history, run.checking, run.main)
         parts["stats"] = stats
         result = compose(parts)
         out["valid"] = valid_text(result["valid"])
@@ -166,6 +182,11 @@ def check_run_rows(
         out["error"] = f"checker failed: {type(e).__name__}: {e}"
     out["seconds"] = round(time.monotonic() - started, 6)
     return out
+
+
+def check_run_rows(run_id: str, rows: list[dict[str, Any]], run: RunChecks) -> dict[str, Any]:
+    """`check_run` of ops-table rows (in any order): the result row."""
+    return check_run(run_id, ops_from_rows(rows), run)
 
 
 def check_epoch_rows(run_id: str, events: list[dict[str, Any]], logs: list[dict[str, Any]]) -> dict[str, Any]:

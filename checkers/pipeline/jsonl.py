@@ -80,9 +80,12 @@ def _loads(line: str) -> Any:
     return json.loads(line)
 
 
-def read_jsonl(path: str, columns: list[tuple[str, Any, type]]) -> list[dict[str, Any]]:
+def read_jsonl(
+    path: str, columns: list[tuple[str, Any, type]], objects: list[dict[str, Any] | None] | None = None
+) -> list[dict[str, Any]]:
     """The rows of one JSON-lines file: a dict per non-blank line with every column and `malformed` (None when
-    the line was read)."""
+    the line was read). `objects`, if given, gets each row's line as decoded (None for a malformed line), so
+    that a checker can take the values as the file has them without decoding them again."""
     rows: list[dict[str, Any]] = []
     names = [name for name, _, _ in columns]
     try:
@@ -108,7 +111,10 @@ def read_jsonl(path: str, columns: list[tuple[str, Any, type]]) -> list[dict[str
             except (ValueError, _Misfit, RecursionError):
                 row = dict.fromkeys(names)
                 row["malformed"] = line[:MALFORMED_CHARS]
+                obj = None
             rows.append(row)
+            if objects is not None:
+                objects.append(obj)
     return rows
 
 

@@ -6,11 +6,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from checkers.history import read_jsonl
 from checkers.pipeline import jsonl
-from checkers.pipeline.batch import history_problem, latencies
+from checkers.pipeline.batch import RunTask, history_problem, latencies, process_run
+from checkers.pipeline.checks import RunChecks
 from checkers.pipeline.job import _chunks
 from checkers.pipeline.rollups import percentile
 from checkers.pipeline.verdicts import merge_valid
+from checkers.registry import Checking, check_history
 
 
 def _write(path: Path, lines: list[str]) -> str:
@@ -125,3 +128,27 @@ def test_percentile_and_merge() -> None:
     assert percentile([5], 0.99) == 5 and percentile([], 0.5) is None
     assert merge_valid([]) == "true" and merge_valid(["true", None]) == "true"
     assert merge_valid(["true", "unknown", "false"]) == "false" and merge_valid(["error", "true"]) == "unknown"
+
+
+def test_a_run_is_checked_from_its_lines_as_written_as_kraftwerk_test_checks_it(tmp_path: Path) -> None:
+    """The executor checks the values the file holds, not their text in the ops table: a read of the string
+    "1" after a write of the number 1 is not linearizable (json: different values), as `kraftwerk test` says;
+    the ops table's string column alone cannot tell the two apart."""
+    lines = [
+        {"index": 0, "time": 10, "process": 0, "type": "invoke", "f": "write", "key": "r1", "value": 1},
+        {"index": 1, "time": 20, "process": 0, "type": "ok", "f": "write", "key": "r1", "value": 1},
+        {"index": 2, "time": 25, "process": "nemesis", "type": "info", "f": "kill", "value": None},
+        {"index": 3, "time": 30, "process": 1, "type": "invoke", "f": "read", "key": "r1", "value": None},
+        {"index": 4, "time": 40, "process": 1, "type": "ok", "f": "read", "key": "r1", "value": "1"},
+    ]
+    path = _write(tmp_path / "history.jsonl", [json.dumps(line) for line in lines])
+    checking = Checking("cas-register")
+    assert check_history(read_jsonl(path), checking)["valid"] is False  # what `kraftwerk test` says
+    task = RunTask("r", "2026-11-29", "register", path, None, [], RunChecks(checking, 5.0, str(tmp_path)))
+    pieces: dict[str, list[Any]] = {"ops": [], "events": [], "logs": [], "latencies": []}
+    result = process_run(task, pieces, "b")
+    assert result.problems == []
+    [key] = result.key_checks
+    assert key["valid"] == "false" and key["fail_index"] == 4 and key["fail_time"] == 40
+    assert "(index 3)" in key["summary"]
+    assert result.run_check is not None and result.run_check["valid"] == "true"

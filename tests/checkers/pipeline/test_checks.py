@@ -70,6 +70,7 @@ def test_stale_read_is_found_with_its_time() -> None:
     assert out["valid"] == "false"
     assert out["fail_index"] == 13 and out["fail_time"] == 400  # the original index and time
     assert "cannot be placed" in out["summary"]
+    assert "(index 12)" in out["summary"]  # the history's own index, as `kraftwerk test` names the op
 
 
 def test_malformed_history_is_a_row_not_an_exception() -> None:
