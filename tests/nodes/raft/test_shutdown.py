@@ -147,3 +147,20 @@ def test_shutdown_is_idempotent_and_checks_its_bound():
     node.shutdown(50 * MS, 10_000)  # a second call keeps the first bound
     assert node.next_deadline() == 100 * MS
     assert node.status()["shutdown"] == "running"
+
+
+def test_with_pre_vote_no_pre_vote_round_starts_while_shutting_down():
+    node, _ = boot(1, pre_vote=True)
+    node.shutdown(0, BOUND_MS)
+    effects = node.tick(3 * T)
+    assert sent(effects, VoteRequest) == [] and node.role is Role.UNATTACHED
+    node.tick(BOUND)
+    assert node.shutdown_status == "timed-out"
+
+
+def test_a_resigned_leader_still_votes_for_its_successor():
+    node, _ = make_leader(1, epoch=3)
+    node.shutdown(0, BOUND_MS)
+    effects = node.handle(1, 2, VoteRequest(4, 2, node.last_log_epoch, node.log_end_offset))
+    assert [m.vote_granted for m in sent(effects, VoteResponse)] == [True]
+    assert node.shutdown_status == "running"
