@@ -10,7 +10,7 @@ driver's monotonic clock as ``mono``, passed on to the quorum core):
 * ``tick(now)`` — when the clock reaches :meth:`BrokerNode.next_deadline`;
 * ``flushed(now, offset)`` — a raft-log ``Flush`` completed;
   ``partition_flushed(now, tp, offset)`` — a ``FlushPartition`` completed;
-* ``resign(now)`` — graceful raft hand-off;
+* ``resign(now)`` — graceful raft hand-off; ``shutdown(now, timeout_ms)`` — graceful raft shutdown;
 * client calls: ``submit`` (register ops, as KVNode), ``produce``, ``fetch``, ``list_offsets``,
   ``metadata``, ``create_topics``, ``offset_for_leader_epoch``, ``init_producer_id``.
 
@@ -256,6 +256,10 @@ class BrokerNode:
 
     def resign(self, now: int, *, mono: int | None = None) -> list[Any]:
         return self._run(now, lambda: self._absorb(self.kv.resign(now, mono=self._mono)), mono=mono)
+
+    def shutdown(self, now: int, timeout_ms: int, *, mono: int | None = None) -> list[Any]:
+        """Graceful raft shutdown (:meth:`~nodes.raft.RaftNode.shutdown`); ``raft.shutdown_status`` tells the end."""
+        return self._run(now, lambda: self._absorb(self.kv.shutdown(now, timeout_ms, mono=self._mono)), mono=mono)
 
     def next_deadline(self) -> int | None:
         """Earliest time (ns) at which :meth:`tick` has work, or None."""

@@ -8,7 +8,7 @@ monotonic clock ``mono``), and through the log otherwise. A non-leader answers
 ``fail``/``not-leader`` naming the leader it knows. With the ``stale-read`` bug any node answers
 reads at once from its local registers; with ``lease-wall-clock`` the lease is read on ``now``.
 
-The driver API is RaftNode's (``start``, ``handle``, ``tick``, ``flushed``, ``resign``,
+The driver API is RaftNode's (``start``, ``handle``, ``tick``, ``flushed``, ``resign``, ``shutdown``,
 ``next_deadline``) plus :meth:`KVNode.submit`; effects are RaftNode's except that raft
 :class:`~nodes.raft.Reply` effects are replaced by :class:`ClientReply`. ``Committed`` effects
 still pass through (for ``logs/<node>.jsonl`` dumps).
@@ -73,6 +73,9 @@ class KVNode:
 
     def resign(self, now: int, *, mono: int | None = None) -> list[KVEffect]:
         return self._translate(self.raft.resign(now, mono=mono))
+
+    def shutdown(self, now: int, timeout_ms: int, *, mono: int | None = None) -> list[KVEffect]:
+        return self._translate(self.raft.shutdown(now, timeout_ms, mono=mono))
 
     def next_deadline(self) -> int | None:
         return self.raft.next_deadline()

@@ -22,7 +22,8 @@ Driver contract:
 
 Inputs: :meth:`~RaftNode.start`, :meth:`~RaftNode.handle`, :meth:`~RaftNode.tick`,
 :meth:`~RaftNode.flushed`, :meth:`~RaftNode.append` (client command, leader only),
-:meth:`~RaftNode.resign` (graceful hand-off before shutdown). Each also takes ``mono``, the
+:meth:`~RaftNode.resign` (graceful hand-off), :meth:`~RaftNode.shutdown` (graceful shutdown, bounded
+by a timer; :attr:`~RaftNode.shutdown_status` says when the node may stop). Each also takes ``mono``, the
 driver's monotonic clock (ns), when ``now`` is a wall clock (``clock.source=wall``); left out, it
 is ``now``. Only leader leases read it.
 
@@ -173,6 +174,9 @@ class RaftNode:
         # highest lease token of the current leader's answers it received
         self._promise_until: int | None = None
         self._lease_token: int | None = None
+        # graceful shutdown: the bound (ns, on `now`) once shutdown() was called, and how it ended
+        self._shutdown_at: int | None = None
+        self._shutdown_end: str | None = None
 
     # ------------------------------------------------------------------ public inputs
 
@@ -219,6 +223,28 @@ class RaftNode:
         preferred successors (other voters by replicated offset). No-op for non-leaders."""
         return self._run(now, self._on_resign, mono=mono)
 
+    def shutdown(self, now: int, timeout_ms: int, *, mono: int | None = None) -> list[Effect]:
+        """Begin a graceful shutdown, bounded by ``timeout_ms`` (KafkaRaftClient's ``shutdown``).
+
+        A leader resigns at once (EndQuorumEpoch naming its successors) and stays Resigned; a
+        candidate keeps its election going and resigns if it wins; no role stands for election any
+        more. The shutdown completes when this node knows another leader (a follower at once), or
+        when it is the only voter, or fails when the bound passes; :attr:`shutdown_status` then
+        says ``completed`` or ``timed-out`` and the node takes no more inputs. The bound is a
+        timer of :meth:`next_deadline`. A second call changes nothing.
+        """
+        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 0:
+            raise ValueError(f"timeout_ms must be an int >= 0, got {timeout_ms!r}")
+        return self._run(now, self._on_shutdown, timeout_ms, mono=mono)
+
+    @property
+    def shutdown_status(self) -> str | None:
+        """None before :meth:`shutdown`; ``running`` while it lasts; then ``completed`` (another
+        leader is known, or this node is the only voter) or ``timed-out``: the node may stop."""
+        if self._shutdown_at is None:
+            return None
+        return self._shutdown_end or "running"
+
     def lease_holds(self, now: int, *, mono: int | None = None) -> bool:
         """May this leader answer a read from its state now, without a log round trip? True while its lease
         lasts, once it has committed an entry of its own epoch (so its state holds every acknowledged write)."""
@@ -238,7 +264,7 @@ class RaftNode:
 
     def next_deadline(self) -> int | None:
         """Earliest time (ns) at which :meth:`tick` has work, or None."""
-        if self._failed is not None or not self._started:
+        if self._failed is not None or not self._started or self._shutdown_end is not None:
             return None
         role = self.role
         if role is Role.FOLLOWER:  # the common case, without building a tuple (this runs after every step)
@@ -246,7 +272,7 @@ class RaftNode:
             for t in (self._fetch_deadline, self._fetch_timeout_at if self._fetch_inflight else self._fetch_retry_at):
                 if t is not None and (best is None or t < best):
                     best = t
-            return best
+            return best if self._shutdown_at is None else min(self._shutdown_at, best or self._shutdown_at)
         times: tuple[int | None, ...]
         if role is Role.LEADER and self._leader is not None:
             times = (self._leader.check_quorum_deadline(self.config), self._bqe_at)
@@ -261,7 +287,7 @@ class RaftNode:
         else:
             times = ()
         best = self._lazy_flush_at
-        for t in times:
+        for t in times + (self._shutdown_at,):
             if t is not None and (best is None or t < best):
                 best = t
         return best
@@ -309,12 +335,13 @@ class RaftNode:
             "log_end_offset": self._log.end_offset,
             "flushed_offset": self.flushed_offset,
             "failed": self._failed,
+            "shutdown": self.shutdown_status,
         }
 
     # ------------------------------------------------------------------ step plumbing
 
     def _run(self, now: int, fn: Callable[..., None], *args: Any, mono: int | None = None) -> list[Effect]:
-        if self._failed is not None:
+        if self._failed is not None or self._shutdown_end is not None:
             return []
         if not self._started:
             raise RuntimeError("call start() before any other input")
@@ -325,6 +352,8 @@ class RaftNode:
         try:
             fn(*args)
             self._poll_timers()
+            if self._shutdown_at is not None:
+                self._check_shutdown()
         except _Stop:
             pass
         finally:
@@ -482,7 +511,16 @@ class RaftNode:
 
     def _stand(self, trigger: Trigger) -> None:
         """Start an election: through pre-vote when enabled; not while repairing a damaged log; with leader
-        leases, not before this node's promise ends (its timer is set again for then, on the timer clock)."""
+        leases, not before this node's promise ends (its timer is set again for then, on the timer clock).
+        Never while shutting down: the timer that fired is disarmed and the node waits."""
+        if self._shutdown_at is not None:
+            if self.role is Role.FOLLOWER:
+                self._fetch_deadline = None
+            elif self.role is Role.CANDIDATE:
+                self._backoff_at = None
+            else:
+                self._election_at = None
+            return
         if self._repair_to:
             if self.role is Role.FOLLOWER:
                 self._fetch_deadline = self._now + fetch_timeout(self.config, self._rng)
@@ -518,6 +556,8 @@ class RaftNode:
         self._switch(Trigger.ELECTION_WON, Role.LEADER, self.epoch, self.node_id, self.voted_for)
         self._retries = 0
         self._begin_leadership()
+        if self._shutdown_at is not None and self._leader is not None:
+            self._to_resigned(Trigger.RESIGN, self._leader.preferred_successors())  # won while shutting down
 
     def _begin_leadership(self) -> None:
         start = self._log.end_offset
@@ -661,8 +701,18 @@ class RaftNode:
         return False
 
     def _start_backoff(self) -> None:
-        """A candidate that timed out or lost waits a random, growing delay before standing again."""
+        """A candidate that timed out or lost waits a random, growing delay before standing again; while
+        shutting down it keeps this election going instead (asks again those that have not answered)."""
         self._election_at = None
+        if self._shutdown_at is not None:
+            self._backoff_at = None
+            if not self._cannot_win() and not self._repair_to:
+                request = VoteRequest(self.epoch, self.node_id, self._log.last_epoch, self._log.end_offset)
+                for voter in self._others():
+                    if voter not in self._granted and voter not in self._rejected:
+                        self._send(voter, request)
+                self._election_at = self._now + self.config.request_timeout_ms * MS
+            return
         if self._backoff_at is None:
             self._backoff_at = self._now + binary_exponential_backoff(self.config, self._rng, self._retries)
 
@@ -1033,6 +1083,25 @@ class RaftNode:
     def _on_resign(self) -> None:
         if self.role is Role.LEADER and self._leader is not None:
             self._to_resigned(Trigger.RESIGN, self._leader.preferred_successors())
+
+    def _on_shutdown(self, timeout_ms: int) -> None:
+        if self._shutdown_at is not None:
+            return
+        self._shutdown_at = self._now + timeout_ms * MS
+        self._on_resign()
+        if self.role is Role.CANDIDATE and self._backoff_at is not None:
+            self._start_backoff()  # a candidate backing off stands no more: it asks again instead
+
+    def _check_shutdown(self) -> None:
+        """End the shutdown once the seed's rule allows it: another leader is known, or this node is
+        the only voter; else once its bound passes."""
+        assert self._shutdown_at is not None
+        if self._shutdown_end is not None:
+            return
+        if len(self.voters) == 1 or (self.leader_id is not None and self.leader_id != self.node_id):
+            self._shutdown_end = "completed"
+        elif self._now >= self._shutdown_at:
+            self._shutdown_end = "timed-out"
 
     def _refresh_hw(self) -> None:
         """Raise this node's high watermark to ``min(raw HW, durable end)`` and report it."""

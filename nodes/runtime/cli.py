@@ -1,8 +1,9 @@
 """The node process command line (``python -m nodes``).
 
 ``python -m nodes [run] --config node.properties [--override key=value]… [--bug NAME]…``
-    runs one node until SIGTERM/SIGINT (graceful: resign, flush, exit 0). Logs go to stderr and
-    to ``<log.dirs>/node.log``; node events to ``<log.dirs>/events.jsonl``. With
+    runs one node until SIGTERM/SIGINT (a graceful shutdown: the leader hands over, bounded by
+    ``kraftwerk.shutdown.timeout.ms``; then flush, exit 0). Logs go to stderr and to
+    ``<log.dirs>/node.log``; node events to ``<log.dirs>/events.jsonl``. With
     ``process.roles=controller,broker`` the node is also a Kafka-style broker: Kafka clients
     (kafka-python, librdkafka) connect to the CLIENT listener; partition logs live in
     ``<log.dirs>/partitions/``.

@@ -45,6 +45,11 @@ Accepted keys (anything else is an error naming the key):
                                             election timeout or longer: no lease (reads go through
                                             the log)
 ``kraftwerk.seed``                          int seed for the election-timeout RNG (default: random)
+``kraftwerk.shutdown.timeout.ms``           bound of the graceful shutdown a SIGTERM starts (the
+                                            leader resigns and waits for a successor, a candidate
+                                            finishes its election; ``RaftNode.shutdown``), default
+                                            1000 (an election timeout); 0: stop without waiting.
+                                            Kafka has no setting for it
 ``kraftwerk.volatile.writes``               ``true``: keep log appends in the process until fsync, so a
                                             SIGKILL loses unsynced writes as a power loss would (a
                                             fault-injection mode, like Jepsen's lazyfs), default false
@@ -132,6 +137,7 @@ class NodeConfig:
     seed: int | None = None
     volatile_writes: bool = False
     fsync_delay_ms: int = 0
+    shutdown_timeout_ms: int = 1000
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     advertised_listener: Endpoint | None = None
     clock_source: str = "wall"  # what the core's timers read: "wall" or "monotonic" (CLOCK_SOURCES)
@@ -163,6 +169,7 @@ _DEFAULTS: dict[str, str] = {
     "kraftwerk.seed": "",
     "kraftwerk.volatile.writes": "false",
     "kraftwerk.fsync.delay.ms": "0",
+    "kraftwerk.shutdown.timeout.ms": "1000",
     "kraftwerk.lease.reads": "false",
     "kraftwerk.lease.drift.margin.ms": "100",
     "advertised.listeners": "",
@@ -432,6 +439,7 @@ def config_from_properties(props: Mapping[str, str]) -> NodeConfig:
         seed=_int("kraftwerk.seed", seed_text, -(2**63), 2**63 - 1) if seed_text else None,
         volatile_writes=_bool("kraftwerk.volatile.writes", p["kraftwerk.volatile.writes"]),
         fsync_delay_ms=_int("kraftwerk.fsync.delay.ms", p["kraftwerk.fsync.delay.ms"], 0, 60_000),
+        shutdown_timeout_ms=_int("kraftwerk.shutdown.timeout.ms", p["kraftwerk.shutdown.timeout.ms"], 0, 600_000),
         broker=broker,
         advertised_listener=advertised,
     )

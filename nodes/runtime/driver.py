@@ -152,6 +152,8 @@ _RESPONSE_FOR: dict[type, type] = {
 _RAFT_REQUEST_KEYS = frozenset(API_KEYS[t] for t in _RESPONSE_FOR)
 _PEER_QUEUE_MAX = 256
 _MAX_DRAIN_S = 2.0
+_SHUTDOWN_POLL_S = 0.005
+_SHUTDOWN_SLACK_S = 0.5
 
 
 class StartupError(Exception):
@@ -380,6 +382,7 @@ class NodeDriver:
         self._flush_task: asyncio.Task[None] | None = None
         self._crashed = False
         self._shutdown_task: asyncio.Task[None] | None = None
+        self._stopping = False  # shutdown() began (the core may still be finishing its graceful shutdown)
         self._request_ids = itertools.count()
         self._client_ops: dict[int, asyncio.Future[bytes]] = {}
         self._raft_replies: set[asyncio.Future[Any]] = set()
@@ -537,19 +540,23 @@ class NodeDriver:
             self._shutdown_task = asyncio.get_running_loop().create_task(self.shutdown(graceful=graceful))
 
     async def shutdown(self, *, graceful: bool = True) -> None:
-        """Graceful: resign leadership, let the EndQuorumEpoch requests go out, flush, close.
-        Not graceful: close without resigning (a Fatal stop)."""
-        if self._closing:
+        """Graceful: run the core's graceful shutdown (``RaftNode.shutdown``, bounded by
+        ``kraftwerk.shutdown.timeout.ms``) while the node keeps serving raft traffic, let the last
+        requests go out, flush, close. Not graceful: close at once (a Fatal stop)."""
+        if self._closing or self._stopping:
             await self.stopped.wait()
             return
-        self._closing = True
+        self._stopping = True
         if graceful and self.core is not None and self.core.raft.failed is None:
-            self.log.info("shutting down: resigning")
-            self._call(self.core.resign)
+            await self._shutdown_core()
+            if self._closing:  # crashed meanwhile
+                await self.stopped.wait()
+                return
             await self._drain_peers()
+        self._closing = True
         await self._stop_io()
         await self._wait_flush()
-        self._close_storage(sync=graceful)
+        self._close_storage(sync=graceful and self.core is not None)
         if self.exit_code is None:
             self.exit_code = EXIT_OK
         self.log.info("stopped (exit code %d)", self.exit_code)
@@ -568,6 +575,28 @@ class NodeDriver:
         self._close_storage(sync=False)
         self.exit_code = self.exit_code if self.exit_code is not None else EXIT_OK
         self.stopped.set()
+
+    async def _shutdown_core(self) -> None:
+        """Start the core's graceful shutdown and wait until it says the node may stop. Its bound is a core
+        timer on the node's clock; the monotonic wait here only guards against a clock that stalls it."""
+        bound = self.config.shutdown_timeout_ms
+        self.log.info("shutting down gracefully (at most %d ms)", bound)
+        assert self.core is not None
+        self._call(self.core.shutdown, bound)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + bound / 1000 + _SHUTDOWN_SLACK_S
+        while True:
+            core = self.core
+            if core is None or self._closing:
+                return
+            status = core.raft.shutdown_status
+            if status != "running":
+                self.log.info("graceful shutdown %s (role %s)", status, core.raft.role.value)
+                return
+            if loop.time() >= deadline:
+                self.log.warning("graceful shutdown still running past its bound: stopping")
+                return
+            await asyncio.sleep(_SHUTDOWN_POLL_S)
 
     async def _drain_peers(self) -> None:
         limit = min(_MAX_DRAIN_S, self.config.raft.election_timeout_ms / 1000)

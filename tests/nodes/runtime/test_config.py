@@ -77,6 +77,12 @@ def test_connections_max_idle_ms() -> None:
     assert config_from_properties(props(connections__max__idle__ms="-1")).connections_max_idle_ms is None
 
 
+def test_shutdown_timeout_ms() -> None:
+    assert config_from_properties(props()).shutdown_timeout_ms == 1000
+    assert config_from_properties(props(kraftwerk__shutdown__timeout__ms="0")).shutdown_timeout_ms == 0
+    assert config_from_properties(props(kraftwerk__shutdown__timeout__ms="5000")).shutdown_timeout_ms == 5000
+
+
 def test_controller_only_role_and_custom_listener_names() -> None:
     c = config_from_properties(
         props(
@@ -159,6 +165,8 @@ def test_overrides_and_bug_flags(tmp_path: Path) -> None:
         ("kraftwerk.volatile.writes", "sometimes", "true or false"),
         ("kraftwerk.fsync.delay.ms", "-1", "out of range"),
         ("kraftwerk.fsync.delay.ms", "0.5", "integer"),
+        ("kraftwerk.shutdown.timeout.ms", "-1", "out of range"),
+        ("kraftwerk.shutdown.timeout.ms", "soon", "integer"),
         ("kraftwerk.seed", "abc", "integer"),
         ("connections.max.idle.ms", "0", "positive, or -1"),
         ("connections.max.idle.ms", "-2", "out of range"),

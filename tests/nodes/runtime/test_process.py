@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -81,3 +83,51 @@ def test_real_processes_kill_and_restart_the_leader(tmp_path: Path) -> None:
     finally:
         cluster.close()
     assert not any(cluster.alive(n) for n in cluster.ids)
+
+
+ELECTION_TIMEOUT_MS = 1000
+SHUTDOWN_BOUND_MS = 5000
+
+
+async def _sigterm_leader(cluster: LocalCluster) -> dict[str, float]:
+    cluster.start_all()
+    old, epoch = await cluster.wait_leader(20)
+    started = time.monotonic()
+    cluster.db.signal(cluster.name(old), signal.SIGTERM)
+    new, new_epoch = await cluster.wait_leader(10, exclude=[old], min_epoch=epoch + 1)
+    while cluster.alive(old):
+        assert time.monotonic() - started < SHUTDOWN_BOUND_MS / 1000, "still running past its shutdown bound"
+        await asyncio.sleep(0.01)
+    exited = time.monotonic() - started
+    assert cluster.output(old).rstrip().splitlines()[-1].endswith("stopped (exit code 0)"), cluster.tail(old)
+    events = cluster.events()
+    mine = [e for e in events if e["node"] == f"n{old}" and e["type"] == "state"]
+    # it stayed until it saw its successor: the shutdown completed, it did not run out its bound
+    assert (mine[-1]["role"], mine[-1]["leader"], mine[-1]["epoch"]) == ("follower", f"n{new}", new_epoch), mine
+    resigned = next(e["time"] for e in mine if e["role"] == "resigned" and e["epoch"] == epoch)
+    elected = next(
+        e["time"] for e in events if e["node"] == f"n{new}" and e["type"] == "state" and e["role"] == "leader"
+    )
+    return {"handoff_ms": (elected - resigned) / 1e6, "exit_s": exited}
+
+
+@pytest.mark.slow
+def test_sigterm_hands_leadership_over_before_the_process_exits(tmp_path: Path) -> None:
+    """SIGTERM to the leader: a graceful shutdown (``kraftwerk.shutdown.timeout.ms``) that resigns, waits
+    until a successor leads, then exits 0; the hand-off takes far less than an election timeout."""
+    properties = {
+        "controller.quorum.election.timeout.ms": str(ELECTION_TIMEOUT_MS),
+        "kraftwerk.shutdown.timeout.ms": str(SHUTDOWN_BOUND_MS),
+    }
+    cluster = LocalCluster(tmp_path, 3, properties=properties, broker=False)
+    try:
+        figures = run(_sigterm_leader(cluster), timeout=60)
+    except BaseException:
+        for n in cluster.ids:
+            print(f"---- n{n} output ----\n{cluster.output(n)[-4000:]}")
+        raise
+    finally:
+        cluster.close()
+    print(f"hand-off {figures['handoff_ms']:.1f} ms, exit after {figures['exit_s']:.2f} s")
+    assert figures["handoff_ms"] < ELECTION_TIMEOUT_MS / 2
+    assert figures["exit_s"] < SHUTDOWN_BOUND_MS / 1000
