@@ -80,7 +80,7 @@ from .messages import (
     VoteRequest,
     VoteResponse,
 )
-from .quorum_state import QuorumState
+from .quorum_state import QuorumState, check_voters
 from .records import MAX_PAYLOAD, Record, leader_change_payload
 from .state import PERSISTED, Role, Trigger, check_transition, startup_state
 from .timing import (
@@ -183,11 +183,13 @@ class RaftNode:
 
         ``log`` must be what is on disk after recovery (contiguous from offset 0); all of it counts
         as flushed. Applies the §1.3 start-up rules: a former leader restarts Resigned, a node that
-        voted keeps its vote, and so on. Emits a PersistQuorumState (Kafka rewrites the file) and
-        a state event.
+        voted keeps its vote, and so on. Emits a PersistQuorumState (Kafka rewrites the file, now with
+        this node's voter set) and a state event. Raises :class:`~nodes.raft.VoterSetMismatch` if
+        ``persisted`` records another voter set.
         """
         if self._started:
             raise RuntimeError("start() may be called once; make a new RaftNode to restart")
+        check_voters(persisted, self.voters)
         self._started = True
         records = list(log)
         return self._run(now, self._on_start, persisted, records, mono=mono)
@@ -381,7 +383,8 @@ class RaftNode:
     def _persist(self, epoch: int, leader: int | None, voted: int | None) -> None:
         if B.FORGET_VOTE in self.bugs:
             voted = None  # the bug: the vote lives only in memory
-        self._emit(PersistQuorumState(QuorumState(epoch, leader, voted, self._repair_to, self._repair_epoch)))
+        state = QuorumState(epoch, leader, voted, self._repair_to, self._repair_epoch, tuple(sorted(self.voters)))
+        self._emit(PersistQuorumState(state))
 
     def _display_role(self) -> Role:
         # a prospective is reported as the role it will fall back to: nothing durable changed
@@ -547,7 +550,8 @@ class RaftNode:
     # ------------------------------------------------------------------ start-up
 
     def _on_start(self, persisted: QuorumState | None, records: list[Record]) -> None:
-        if self._lease:
+        alone = self.voters == {self.node_id}
+        if self._lease and not alone:
             self._promise()  # what it promised before a crash is forgotten: keep the longest promise anew
         self._log = RaftLog(records)
         self._flushed = self._log.end_offset
@@ -580,6 +584,8 @@ class RaftNode:
             self._has_fetched = False
             self._fetch_deadline = self._now + fetch_timeout(self.config, self._rng)
             self._maybe_fetch()
+        elif alone:
+            self._to_candidate(Trigger.ONLY_VOTER)  # Kafka's isOnlyVoter: no election timeout to wait for
         elif s.role is Role.RESIGNED:
             self._enter_resigned(())
         else:

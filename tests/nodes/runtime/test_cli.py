@@ -106,6 +106,23 @@ def test_refuses_a_corrupt_quorum_state(tmp_path: Path) -> None:
     assert code == 1 and "quorum-state is corrupt" in err
 
 
+def test_refuses_a_voter_set_other_than_the_recorded_one(tmp_path: Path) -> None:
+    config, client_port = single_node_config(tmp_path)
+    proc = node("--config", str(config))
+    try:
+        run(wait_writable(client_port), timeout=15)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        finish(proc)
+    assert json.loads((tmp_path / "data" / "quorum-state").read_text())["voters"] == [1]
+    text = config.read_text()
+    voters = next(line for line in text.splitlines() if line.startswith("controller.quorum.voters="))
+    config.write_text(text.replace(voters, f"{voters},2@{HOST}:{free_port(HOST)}"))
+    code, _, err = finish(node("--config", str(config)))
+    assert code == 1, err
+    assert "configured voter set [1, 2] differs from the voter set [1] recorded in the quorum state" in err
+
+
 def test_refuses_a_taken_port(tmp_path: Path) -> None:
     config, client_port = single_node_config(tmp_path)
     with socket.socket() as s:
