@@ -79,6 +79,7 @@ from .messages import (
     ReplicaState,
     VoteRequest,
     VoteResponse,
+    is_request,
 )
 from .quorum_state import QuorumState, check_voters
 from .records import MAX_PAYLOAD, Record, leader_change_payload
@@ -468,7 +469,9 @@ class RaftNode:
         if self._is_majority(self._granted):
             self._to_leader()
             return
-        request = VoteRequest(self.epoch, self.node_id, self._log.last_epoch, self._log.end_offset)
+        request = VoteRequest(
+            self.epoch, self.node_id, self._log.last_epoch, self._log.end_offset, cluster_id=self.config.cluster_id
+        )
         for voter in self._others():
             self._send(voter, request)
 
@@ -479,7 +482,14 @@ class RaftNode:
         if self._is_majority(self._granted):
             self._to_candidate(Trigger.PREVOTE_WON)
             return
-        request = VoteRequest(self.epoch, self.node_id, self._log.last_epoch, self._log.end_offset, pre_vote=True)
+        request = VoteRequest(
+            self.epoch,
+            self.node_id,
+            self._log.last_epoch,
+            self._log.end_offset,
+            pre_vote=True,
+            cluster_id=self.config.cluster_id,
+        )
         for voter in self._others():
             self._send(voter, request)
 
@@ -673,13 +683,13 @@ class RaftNode:
             self._backoff_at = self._now + binary_exponential_backoff(self.config, self._rng, self._retries)
 
     def _send_begin_quorum_epoch(self) -> None:
-        request = BeginQuorumEpochRequest(self.epoch, self.node_id)
+        request = BeginQuorumEpochRequest(self.epoch, self.node_id, self.config.cluster_id)
         for voter in self._others():
             self._send(voter, request)
         self._bqe_at = self._now + self.config.fetch_timeout_ms * MS // 2
 
     def _send_end_quorum_epoch(self) -> None:
-        request = EndQuorumEpochRequest(self.epoch, self.node_id, self._preferred)
+        request = EndQuorumEpochRequest(self.epoch, self.node_id, self._preferred, self.config.cluster_id)
         for voter in sorted(self._eqe_unacked):
             self._send(voter, request)
         self._eqe_at = self._now + self.config.request_timeout_ms * MS if self._eqe_unacked else None
@@ -690,7 +700,27 @@ class RaftNode:
         handler = self._HANDLERS.get(type(message))
         if handler is None:
             raise TypeError(f"not a quorum message: {type(message).__name__}")
+        if is_request(message):
+            cluster = message.cluster_id  # type: ignore[union-attr]
+            if cluster is not None and cluster != self.config.cluster_id:
+                self._send(src, self._foreign_cluster_answer(message), ctx)
+                return
+        elif message.error is Error.INCONSISTENT_CLUSTER_ID:  # type: ignore[union-attr]
+            return  # the peer belongs to another cluster: its epoch and leader mean nothing here
         handler(self, src, message, ctx)
+
+    def _foreign_cluster_answer(self, m: Message) -> Message:
+        """INCONSISTENT_CLUSTER_ID to a request of another cluster, which changes nothing here."""
+        error = Error.INCONSISTENT_CLUSTER_ID
+        if isinstance(m, VoteRequest):
+            return VoteResponse(error, self.epoch, self.leader_id, False, m.pre_vote)
+        if isinstance(m, BeginQuorumEpochRequest):
+            return BeginQuorumEpochResponse(error, self.epoch, self.leader_id)
+        if isinstance(m, EndQuorumEpochRequest):
+            return EndQuorumEpochResponse(error, self.epoch, self.leader_id)
+        if isinstance(m, FetchRequest):
+            return FetchResponse(error, self.epoch, self.leader_id, None)
+        return DescribeQuorumResponse(error, self.epoch, self.leader_id, None)
 
     def _observe(self, epoch: int, leader: int | None) -> None:
         """Common epoch/leader handling for responses and the leader-sent requests (§1.4 rows 1-4)."""
@@ -895,6 +925,7 @@ class RaftNode:
             self._log.last_epoch,
             self.config.fetch_max_wait_ms,
             self._lease_token,
+            self.config.cluster_id,
         )
         self._send(self.leader_id, request)
         self._fetch_inflight = True
