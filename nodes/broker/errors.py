@@ -64,4 +64,5 @@ class BrokerError(enum.IntEnum):
     UNSTABLE_OFFSET_COMMIT = 88
     PRODUCER_FENCED = 90
     INVALID_UPDATE_VERSION = 96
+    INCONSISTENT_CLUSTER_ID = 104  # a node-to-node request of another cluster (not acted on)
     INELIGIBLE_REPLICA = 107

@@ -11,12 +11,16 @@ a forwarded ``CreateTopics*``, and the transaction coordinator's ``WriteTxnMarke
 leaders. ``correlation`` lets the sender match a response to its request
 (the runtime may map it to the Kafka correlation id); a core never reuses one.
 
+Node-to-node requests carry the sender's ``cluster_id`` (the raft ``cluster.id``; None from a
+client, and not checked); a node of another cluster answers :func:`inconsistent_cluster_answer`.
+
 Optional ints are None when absent (the wire encodes -1).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .batch import Batch, NewBatch
 from .errors import BrokerError
@@ -90,6 +94,7 @@ class FetchRecordsRequest:
     max_bytes: int = 52_428_800
     isolation_level: int = 0
     correlation: int = 0
+    cluster_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +224,7 @@ class CreateTopicsRequest:
     timeout_ms: int = 30_000
     validate_only: bool = False
     correlation: int = 0
+    cluster_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +258,7 @@ class BrokerRegistrationRequest:
     port: int = 0
     correlation: int = 0
     damaged: tuple[TopicPartition, ...] = ()
+    cluster_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +277,7 @@ class BrokerHeartbeatRequest:
     metadata_offset: int
     want_fence: bool = False
     correlation: int = 0
+    cluster_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,6 +299,7 @@ class AlterPartitionRequest:
     partition_epoch: int
     new_isr: tuple[int, ...]
     correlation: int = 0
+    cluster_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,6 +376,7 @@ class AllocateProducerIdsRequest:
     broker_id: int
     broker_epoch: int
     correlation: int = 0
+    cluster_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,6 +408,7 @@ class WriteTxnMarkersRequest:
 
     markers: tuple[TxnMarkerEntry, ...]
     correlation: int = 0
+    cluster_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -454,3 +465,25 @@ def is_broker_request(message: object) -> bool:
     """True for node-to-node broker requests (the runtime sends these as requests and feeds the
     answer back to ``handle``); False for responses and for anything else."""
     return isinstance(message, BROKER_REQUESTS)
+
+
+def inconsistent_cluster_answer(request: BrokerRequest) -> BrokerResponse:
+    """The answer to a node-to-node request of another cluster: INCONSISTENT_CLUSTER_ID throughout."""
+    error = BrokerError.INCONSISTENT_CLUSTER_ID
+    m: Any = request
+    if isinstance(m, FetchRecordsRequest):
+        return FetchRecordsResponse((), m.correlation, error)
+    if isinstance(m, BrokerRegistrationRequest):
+        return BrokerRegistrationResponse(error, correlation=m.correlation)
+    if isinstance(m, BrokerHeartbeatRequest):
+        return BrokerHeartbeatResponse(error, correlation=m.correlation)
+    if isinstance(m, AlterPartitionRequest):
+        return AlterPartitionResponse(error, m.partition, correlation=m.correlation)
+    if isinstance(m, CreateTopicsRequest):
+        return CreateTopicsResponse(tuple(CreatedTopic(t.name, error) for t in m.topics), m.correlation)
+    if isinstance(m, AllocateProducerIdsRequest):
+        return AllocateProducerIdsResponse(error, correlation=m.correlation)
+    if isinstance(m, WriteTxnMarkersRequest):
+        results = tuple(TxnMarkerResult(e.producer_id, tuple((tp, error) for tp in e.partitions)) for e in m.markers)
+        return WriteTxnMarkersResponse(results, m.correlation)
+    raise TypeError(f"not a node-to-node broker request: {type(m).__name__}")

@@ -88,6 +88,8 @@ from .messages import (
     TxnMarkerResult,
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
+    inconsistent_cluster_answer,
+    is_broker_request,
 )
 from .producer_ids import ProducerIdManager
 from .producer_state import ABORT, COMMIT, TxnMarker, marker_bytes
@@ -183,6 +185,8 @@ class BrokerNode:
         self._out.append(effect)
 
     def send(self, dst: int, message: Any, reply_ctx: Any = None) -> None:
+        if is_broker_request(message) and message.cluster_id is None:
+            message = replace(message, cluster_id=self.raft.config.cluster_id)
         if dst == self.node_id:
             self._loopback.append((message, reply_ctx))
         else:
@@ -556,7 +560,9 @@ class BrokerNode:
     # ------------------------------------------------------------------ messages
 
     def _dispatch(self, src: int, message: Any, ctx: Any) -> None:
-        if isinstance(message, RAFT_MESSAGES):
+        if is_broker_request(message) and message.cluster_id not in (None, self.raft.config.cluster_id):
+            self.send(src, inconsistent_cluster_answer(message), ctx)
+        elif isinstance(message, RAFT_MESSAGES):
             self._absorb(self.kv.handle(self._now, src, message, ctx, mono=self._mono))
         elif isinstance(message, FetchRecordsRequest):
             self.replicas.fetch_messages(message, lambda response: self.send(src, response, ctx))

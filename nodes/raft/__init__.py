@@ -40,7 +40,15 @@ from .messages import (
     is_request,
 )
 from .node import RaftNode
-from .quorum_state import QuorumState, QuorumStateError, decode_quorum_state, encode_quorum_state, with_repair
+from .quorum_state import (
+    QuorumState,
+    QuorumStateError,
+    VoterSetMismatch,
+    check_voters,
+    decode_quorum_state,
+    encode_quorum_state,
+    with_repair,
+)
 from .records import Record, RecordError, RecoveryInfo, decode_record, digest, encode_record, encode_records, recover
 from .state import Role
 
@@ -68,6 +76,7 @@ __all__ = [
     "PersistQuorumState",
     "QuorumState",
     "QuorumStateError",
+    "VoterSetMismatch",
     "RAFT_BUGS",
     "RaftConfig",
     "RaftNode",
@@ -82,6 +91,7 @@ __all__ = [
     "VoteRequest",
     "VoteResponse",
     "decode",
+    "check_voters",
     "decode_quorum_state",
     "decode_record",
     "digest",

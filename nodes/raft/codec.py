@@ -1,7 +1,8 @@
 """Compact binary codec for the quorum messages (``messages.py``), struct-based.
 
 Layout: ``tag u8 | version u8 (0) | fields``, big-endian. Ints are i32/i64; optional ids and
-offsets write None as -1; bools are one byte (0/1); errors are i16 Kafka codes; lists are a u32
+offsets write None as -1; bools are one byte (0/1); errors are i16 Kafka codes; optional strings
+(a request's ``cluster_id``) are an i16 byte length, -1 for None, then UTF-8; lists are a u32
 count then the items; records use the CRC-checked framing of ``records.py``. A driver framing
 these in Kafka request headers can take the api key from ``messages.API_KEYS``.
 
@@ -58,6 +59,7 @@ _SPECS: tuple[tuple[type, int, tuple[tuple[str, str], ...]], ...] = (
             ("last_epoch", "i32"),
             ("last_offset", "i64"),
             ("pre_vote", "bool"),
+            ("cluster_id", "ostr"),
         ),
     ),
     (
@@ -65,9 +67,13 @@ _SPECS: tuple[tuple[type, int, tuple[tuple[str, str], ...]], ...] = (
         2,
         (("error", "error"), ("epoch", "i32"), ("leader_id", "oi32"), ("vote_granted", "bool"), ("pre_vote", "bool")),
     ),
-    (BeginQuorumEpochRequest, 3, (("epoch", "i32"), ("leader_id", "i32"))),
+    (BeginQuorumEpochRequest, 3, (("epoch", "i32"), ("leader_id", "i32"), ("cluster_id", "ostr"))),
     (BeginQuorumEpochResponse, 4, (("error", "error"), ("epoch", "i32"), ("leader_id", "oi32"))),
-    (EndQuorumEpochRequest, 5, (("epoch", "i32"), ("leader_id", "i32"), ("preferred_successors", "ids"))),
+    (
+        EndQuorumEpochRequest,
+        5,
+        (("epoch", "i32"), ("leader_id", "i32"), ("preferred_successors", "ids"), ("cluster_id", "ostr")),
+    ),
     (EndQuorumEpochResponse, 6, (("error", "error"), ("epoch", "i32"), ("leader_id", "oi32"))),
     (
         FetchRequest,
@@ -79,6 +85,7 @@ _SPECS: tuple[tuple[type, int, tuple[tuple[str, str], ...]], ...] = (
             ("last_fetched_epoch", "i32"),
             ("max_wait_ms", "i32"),
             ("lease_token", "oi64"),
+            ("cluster_id", "ostr"),
         ),
     ),
     (
@@ -95,7 +102,7 @@ _SPECS: tuple[tuple[type, int, tuple[tuple[str, str], ...]], ...] = (
             ("lease_token", "oi64"),
         ),
     ),
-    (DescribeQuorumRequest, 9, ()),
+    (DescribeQuorumRequest, 9, (("cluster_id", "ostr"),)),
     (
         DescribeQuorumResponse,
         10,
@@ -141,6 +148,16 @@ def _encode_field(kind: str, value: Any, name: str) -> bytes:
         if not isinstance(value, bool):
             raise CodecError(f"{name} must be a bool, got {type(value).__name__}")
         return b"\x01" if value else b"\x00"
+    if kind == "ostr":
+        if value is None:
+            return _pack("i16", -1, name)
+        if not isinstance(value, str):
+            raise CodecError(f"{name} must be a str or None, got {type(value).__name__}")
+        try:
+            data = value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise CodecError(f"{name} is not encodable as UTF-8") from None
+        return _pack("i16", len(data), name) + data
     if kind == "error":
         try:
             return _pack("i16", int(Error(value)), name)
@@ -214,6 +231,20 @@ def _decode_field(r: _Reader, kind: str, name: str) -> Any:
         if value > 1:
             raise CodecError(f"{name}: invalid bool byte {value}")
         return bool(value)
+    if kind == "ostr":
+        size = r.unpack("i16")
+        if size < -1:
+            raise CodecError(f"{name}: invalid string length {size}")
+        if size == -1:
+            return None
+        if r.pos + size > len(r.data):
+            raise CodecError(f"{name}: truncated string: needed {size} bytes at {r.pos}")
+        try:
+            text = r.data[r.pos : r.pos + size].decode("utf-8")
+        except UnicodeDecodeError:
+            raise CodecError(f"{name}: not UTF-8") from None
+        r.pos += size
+        return text
     if kind == "error":
         code = r.unpack("i16")
         try:

@@ -17,6 +17,9 @@ ELECTION_BACKOFF_BASE_MS = 100
 CHECK_QUORUM_FACTOR = 1.5
 """A leader resigns if a majority has not fetched within this many fetch timeouts."""
 
+DEFAULT_CLUSTER_ID = "kraftwerk"
+"""The cluster id of a node not given one (``cluster.id``), as Metadata reports it."""
+
 
 @dataclass(frozen=True, slots=True)
 class RaftConfig:
@@ -29,6 +32,9 @@ class RaftConfig:
     ``lease_reads``: the leader answers reads from its state, without a log round trip, while its
     lease lasts: ``election_timeout_ms - lease_drift_margin_ms`` on the monotonic clock from the
     last fetch round a majority acknowledged (``node.py``, "Leader leases"). Off by default.
+
+    ``cluster_id``: carried by every request this node sends; a request that carries another is
+    answered INCONSISTENT_CLUSTER_ID and otherwise ignored.
     """
 
     election_timeout_ms: int = 1000
@@ -42,6 +48,7 @@ class RaftConfig:
     lazy_flush_interval_ms: int = 1000
     lease_reads: bool = False
     lease_drift_margin_ms: int = 100
+    cluster_id: str = DEFAULT_CLUSTER_ID
 
     def __post_init__(self) -> None:
         for name in (
@@ -59,6 +66,8 @@ class RaftConfig:
         margin = self.lease_drift_margin_ms
         if not isinstance(margin, int) or isinstance(margin, bool) or margin < 0:
             raise ValueError(f"RaftConfig.lease_drift_margin_ms must be an int >= 0, got {margin!r}")
+        if not isinstance(self.cluster_id, str) or not self.cluster_id:
+            raise ValueError(f"RaftConfig.cluster_id must be a non-empty string, got {self.cluster_id!r}")
         if not isinstance(self.fetch_max_wait_ms, int) or self.fetch_max_wait_ms < 0:
             raise ValueError(f"RaftConfig.fetch_max_wait_ms must be an int >= 0, got {self.fetch_max_wait_ms!r}")
 

@@ -10,7 +10,8 @@ class Error(enum.IntEnum):
 
     For client appends: ``NOT_LEADER_OR_FOLLOWER`` means the command was definitely not appended;
     ``REQUEST_TIMED_OUT`` means it was appended but leadership was lost before it committed, so
-    it may or may not take effect (an indeterminate outcome).
+    it may or may not take effect (an indeterminate outcome). ``INCONSISTENT_CLUSTER_ID`` answers a
+    request from another cluster (its ``cluster_id`` is not ours); the receiver did not act on it.
     """
 
     NONE = 0
@@ -20,3 +21,4 @@ class Error(enum.IntEnum):
     INVALID_REQUEST = 42
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
+    INCONSISTENT_CLUSTER_ID = 104

@@ -1,7 +1,9 @@
 """Quorum RPC messages (KIP-595 shapes, trimmed to what this quorum uses).
 
 Every message carries the sender's ``epoch``; responses also carry the responder's known
-``leader_id`` so that the receiver can learn of newer epochs and leaders. Optional ints use None
+``leader_id`` so that the receiver can learn of newer epochs and leaders. Requests carry the
+sender's ``cluster_id`` (None: not given, not checked, as Kafka accepts a null ClusterId); a
+receiver of another cluster answers INCONSISTENT_CLUSTER_ID. Optional ints use None
 ("unknown"); the binary codec writes None as -1. Replication is pull-based: followers send
 :class:`FetchRequest` to the leader, which doubles as their acknowledgement (fetching at offset N
 acknowledges everything below N) and as the leader's liveness signal.
@@ -28,6 +30,7 @@ class VoteRequest:
     last_epoch: int
     last_offset: int
     pre_vote: bool = False
+    cluster_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,7 @@ class BeginQuorumEpochRequest:
 
     epoch: int
     leader_id: int
+    cluster_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,7 @@ class EndQuorumEpochRequest:
     epoch: int
     leader_id: int
     preferred_successors: tuple[int, ...] = ()
+    cluster_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +87,7 @@ class FetchRequest:
     last_fetched_epoch: int
     max_wait_ms: int = 0
     lease_token: int | None = None
+    cluster_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +112,8 @@ class FetchResponse:
 @dataclass(frozen=True, slots=True)
 class DescribeQuorumRequest:
     """Admin query: who leads and how far each voter has replicated. Answered by the leader."""
+
+    cluster_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

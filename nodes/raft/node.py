@@ -80,8 +80,9 @@ from .messages import (
     ReplicaState,
     VoteRequest,
     VoteResponse,
+    is_request,
 )
-from .quorum_state import QuorumState
+from .quorum_state import QuorumState, check_voters
 from .records import MAX_PAYLOAD, Record, leader_change_payload
 from .state import PERSISTED, Role, Trigger, check_transition, startup_state
 from .timing import (
@@ -187,11 +188,13 @@ class RaftNode:
 
         ``log`` must be what is on disk after recovery (contiguous from offset 0); all of it counts
         as flushed. Applies the §1.3 start-up rules: a former leader restarts Resigned, a node that
-        voted keeps its vote, and so on. Emits a PersistQuorumState (Kafka rewrites the file) and
-        a state event.
+        voted keeps its vote, and so on. Emits a PersistQuorumState (Kafka rewrites the file, now with
+        this node's voter set) and a state event. Raises :class:`~nodes.raft.VoterSetMismatch` if
+        ``persisted`` records another voter set.
         """
         if self._started:
             raise RuntimeError("start() may be called once; make a new RaftNode to restart")
+        check_voters(persisted, self.voters)
         self._started = True
         records = list(log)
         return self._run(now, self._on_start, persisted, records, mono=mono)
@@ -410,7 +413,8 @@ class RaftNode:
     def _persist(self, epoch: int, leader: int | None, voted: int | None) -> None:
         if B.FORGET_VOTE in self.bugs:
             voted = None  # the bug: the vote lives only in memory
-        self._emit(PersistQuorumState(QuorumState(epoch, leader, voted, self._repair_to, self._repair_epoch)))
+        state = QuorumState(epoch, leader, voted, self._repair_to, self._repair_epoch, tuple(sorted(self.voters)))
+        self._emit(PersistQuorumState(state))
 
     def _display_role(self) -> Role:
         # a prospective is reported as the role it will fall back to: nothing durable changed
@@ -494,7 +498,9 @@ class RaftNode:
         if self._is_majority(self._granted):
             self._to_leader()
             return
-        request = VoteRequest(self.epoch, self.node_id, self._log.last_epoch, self._log.end_offset)
+        request = VoteRequest(
+            self.epoch, self.node_id, self._log.last_epoch, self._log.end_offset, cluster_id=self.config.cluster_id
+        )
         for voter in self._others():
             self._send(voter, request)
 
@@ -505,7 +511,14 @@ class RaftNode:
         if self._is_majority(self._granted):
             self._to_candidate(Trigger.PREVOTE_WON)
             return
-        request = VoteRequest(self.epoch, self.node_id, self._log.last_epoch, self._log.end_offset, pre_vote=True)
+        request = VoteRequest(
+            self.epoch,
+            self.node_id,
+            self._log.last_epoch,
+            self._log.end_offset,
+            pre_vote=True,
+            cluster_id=self.config.cluster_id,
+        )
         for voter in self._others():
             self._send(voter, request)
 
@@ -587,7 +600,8 @@ class RaftNode:
     # ------------------------------------------------------------------ start-up
 
     def _on_start(self, persisted: QuorumState | None, records: list[Record]) -> None:
-        if self._lease:
+        alone = self.voters == {self.node_id}
+        if self._lease and not alone:
             self._promise()  # what it promised before a crash is forgotten: keep the longest promise anew
         self._log = RaftLog(records)
         self._flushed = self._log.end_offset
@@ -620,6 +634,8 @@ class RaftNode:
             self._has_fetched = False
             self._fetch_deadline = self._now + fetch_timeout(self.config, self._rng)
             self._maybe_fetch()
+        elif alone:
+            self._to_candidate(Trigger.ONLY_VOTER)  # Kafka's isOnlyVoter: no election timeout to wait for
         elif s.role is Role.RESIGNED:
             self._enter_resigned(())
         else:
@@ -717,13 +733,13 @@ class RaftNode:
             self._backoff_at = self._now + binary_exponential_backoff(self.config, self._rng, self._retries)
 
     def _send_begin_quorum_epoch(self) -> None:
-        request = BeginQuorumEpochRequest(self.epoch, self.node_id)
+        request = BeginQuorumEpochRequest(self.epoch, self.node_id, self.config.cluster_id)
         for voter in self._others():
             self._send(voter, request)
         self._bqe_at = self._now + self.config.fetch_timeout_ms * MS // 2
 
     def _send_end_quorum_epoch(self) -> None:
-        request = EndQuorumEpochRequest(self.epoch, self.node_id, self._preferred)
+        request = EndQuorumEpochRequest(self.epoch, self.node_id, self._preferred, self.config.cluster_id)
         for voter in sorted(self._eqe_unacked):
             self._send(voter, request)
         self._eqe_at = self._now + self.config.request_timeout_ms * MS if self._eqe_unacked else None
@@ -734,7 +750,27 @@ class RaftNode:
         handler = self._HANDLERS.get(type(message))
         if handler is None:
             raise TypeError(f"not a quorum message: {type(message).__name__}")
+        if is_request(message):
+            cluster = message.cluster_id  # type: ignore[union-attr]
+            if cluster is not None and cluster != self.config.cluster_id:
+                self._send(src, self._foreign_cluster_answer(message), ctx)
+                return
+        elif message.error is Error.INCONSISTENT_CLUSTER_ID:  # type: ignore[union-attr]
+            return  # the peer belongs to another cluster: its epoch and leader mean nothing here
         handler(self, src, message, ctx)
+
+    def _foreign_cluster_answer(self, m: Message) -> Message:
+        """INCONSISTENT_CLUSTER_ID to a request of another cluster, which changes nothing here."""
+        error = Error.INCONSISTENT_CLUSTER_ID
+        if isinstance(m, VoteRequest):
+            return VoteResponse(error, self.epoch, self.leader_id, False, m.pre_vote)
+        if isinstance(m, BeginQuorumEpochRequest):
+            return BeginQuorumEpochResponse(error, self.epoch, self.leader_id)
+        if isinstance(m, EndQuorumEpochRequest):
+            return EndQuorumEpochResponse(error, self.epoch, self.leader_id)
+        if isinstance(m, FetchRequest):
+            return FetchResponse(error, self.epoch, self.leader_id, None)
+        return DescribeQuorumResponse(error, self.epoch, self.leader_id, None)
 
     def _observe(self, epoch: int, leader: int | None) -> None:
         """Common epoch/leader handling for responses and the leader-sent requests (§1.4 rows 1-4)."""
@@ -939,6 +975,7 @@ class RaftNode:
             self._log.last_epoch,
             self.config.fetch_max_wait_ms,
             self._lease_token,
+            self.config.cluster_id,
         )
         self._send(self.leader_id, request)
         self._fetch_inflight = True

@@ -40,6 +40,7 @@ class Trigger(enum.Enum):
     RESIGN = "resign"  # graceful resign()/shutdown
     PREVOTE_WON = "prevote-won"
     PREVOTE_LOST = "prevote-lost"  # majority rejected, or the pre-vote round timed out
+    ONLY_VOTER = "only-voter"  # the voter set is this node alone: it stands at once at start-up
 
 
 class IllegalTransition(RuntimeError):
@@ -61,6 +62,7 @@ def _rows() -> dict[tuple[Role, Trigger], frozenset[Role]]:
     rows[Role.PROSPECTIVE, Trigger.VOTE_GRANTED] = frozenset({Role.VOTED})
     for role in (Role.UNATTACHED, Role.VOTED, Role.RESIGNED):
         rows[role, Trigger.ELECTION_TIMEOUT] = frozenset({Role.CANDIDATE})
+        rows[role, Trigger.ONLY_VOTER] = frozenset({Role.CANDIDATE})
     rows[Role.FOLLOWER, Trigger.FETCH_TIMEOUT] = frozenset({Role.CANDIDATE})
     rows[Role.CANDIDATE, Trigger.BACKOFF_EXPIRED] = frozenset({Role.CANDIDATE})
     rows[Role.CANDIDATE, Trigger.ELECTION_WON] = frozenset({Role.LEADER})

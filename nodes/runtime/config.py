@@ -18,6 +18,9 @@ Accepted keys (anything else is an error naming the key):
                                             host is replaced by this node's voter host)
 ``controller.listener.names``               name of the controller listener (default CONTROLLER)
 ``log.dirs``                                one directory for quorum-state, the log and events
+``cluster.id``                              carried by every raft request; a node of another cluster
+                                            is answered INCONSISTENT_CLUSTER_ID. Also the cluster id
+                                            of Metadata answers. Default ``kraftwerk``
 ``controller.quorum.election.timeout.ms``   default 1000
 ``controller.quorum.fetch.timeout.ms``      default 2000
 ``controller.quorum.election.backoff.max.ms``  default 1000
@@ -81,6 +84,7 @@ from ..broker.config import PROPERTY_KEYS as BROKER_KEYS
 from ..broker.config import BrokerConfig
 from ..raft import RaftConfig
 from ..raft.bugs import ALL_BUGS
+from ..raft.config import DEFAULT_CLUSTER_ID
 
 __all__ = [
     "CLOCK_SOURCES",
@@ -153,6 +157,7 @@ class NodeConfig:
 
 
 _DEFAULTS: dict[str, str] = {
+    "cluster.id": DEFAULT_CLUSTER_ID,
     "controller.listener.names": "CONTROLLER",
     "controller.quorum.election.timeout.ms": "1000",
     "controller.quorum.fetch.timeout.ms": "2000",
@@ -295,6 +300,13 @@ def _host_port(key: str, text: str, *, allow_zero: bool) -> Endpoint:
     return Endpoint(host, port)
 
 
+def _cluster_id(key: str, text: str) -> str:
+    value = text.strip()
+    if not value or len(value) > 255 or not all(c.isascii() and c.isprintable() and c != " " for c in value):
+        raise ConfigError(key, f"expected 1 to 255 printable ASCII characters without spaces, got {text!r}")
+    return value
+
+
 def _voters(key: str, text: str) -> dict[int, Endpoint]:
     voters: dict[int, Endpoint] = {}
     for item in (part.strip() for part in text.split(",")):
@@ -398,6 +410,7 @@ def config_from_properties(props: Mapping[str, str]) -> NodeConfig:
         lease_drift_margin_ms=_int(
             "kraftwerk.lease.drift.margin.ms", p["kraftwerk.lease.drift.margin.ms"], 0, 3_600_000
         ),
+        cluster_id=_cluster_id("cluster.id", p["cluster.id"]),
     )
     seed_text = p["kraftwerk.seed"].strip()
     try:

@@ -110,6 +110,8 @@ from ..raft import (
     TruncateLog,
     VoteRequest,
     VoteResponse,
+    VoterSetMismatch,
+    check_voters,
     decode,
     encode,
     is_request,
@@ -399,6 +401,7 @@ class NodeDriver:
             self.data_dir.acquire()
             try:
                 persisted = self.quorum_state.load()
+                check_voters(persisted, frozenset(cfg.voters))
                 records, info = self.log_file.open()
                 # records lost inside the log: no voting until they are fetched back (repair_to)
                 repaired = with_repair(persisted, info.seen_end, info.seen_epoch)
@@ -411,7 +414,7 @@ class NodeDriver:
             except BaseException:
                 self._close_storage(sync=False)
                 raise
-        except (StorageError, OSError) as exc:
+        except (StorageError, OSError, VoterSetMismatch) as exc:
             raise StartupError(str(exc)) from None
         self._recovered = (persisted, records, partition_logs)
         self.log.info(

@@ -108,7 +108,9 @@ class KafkaService:
             )
         if key == ApiKey.METADATA:
             return self._submit(
-                "metadata", ka.metadata_request(message), lambda r: ka.metadata_response(r).encode(version)
+                "metadata",
+                ka.metadata_request(message),
+                lambda r: ka.metadata_response(r, self.driver.config.raft.cluster_id).encode(version),
             )
         if key == ApiKey.CREATE_TOPICS:
             return self._create_topics(message, version)

@@ -58,7 +58,6 @@ from ..kafka.errors import ErrorCode
 from ..kafka.records import RecordError, stamp_batch, validate_produce
 
 __all__ = [
-    "CLUSTER_ID",
     "MAX_FETCH_WAIT_MS",
     "MAX_PARTITIONS",
     "ProducePlan",
@@ -80,7 +79,6 @@ __all__ = [
     "stamped_records",
 ]
 
-CLUSTER_ID = "kraftwerk"
 MAX_PARTITIONS = 1_000
 """Largest partition count accepted per topic in CreateTopics (the core itself has no cap)."""
 MAX_FETCH_WAIT_MS = 60_000
@@ -287,7 +285,7 @@ def _uuid(text: str | None) -> uuid.UUID:
         return NULL_UUID
 
 
-def metadata_response(resp: bm.MetadataResponse) -> kp.MetadataResponse:
+def metadata_response(resp: bm.MetadataResponse, cluster_id: str) -> kp.MetadataResponse:
     brokers = [kp.MetadataResponseBroker(b.node_id, b.host, b.port, None) for b in resp.brokers]
     topics = [
         kp.MetadataResponseTopic(
@@ -311,7 +309,7 @@ def metadata_response(resp: bm.MetadataResponse) -> kp.MetadataResponse:
         for t in resp.topics
     ]
     return kp.MetadataResponse(
-        brokers=brokers, cluster_id=CLUSTER_ID, controller_id=_opt(resp.controller_id), topics=topics
+        brokers=brokers, cluster_id=cluster_id, controller_id=_opt(resp.controller_id), topics=topics
     )
 
 

@@ -24,6 +24,7 @@ from nodes.raft import (
 
 T = RaftConfig().election_timeout_ms * MS  # base election timeout, ns
 FETCH_TIMEOUT = RaftConfig().fetch_timeout_ms * MS
+VOTERS = (1, 2, 3)  # the voter set boot() uses by default, as the quorum state records it
 
 
 def log_of(*epochs: int) -> list[Record]:
@@ -33,7 +34,7 @@ def log_of(*epochs: int) -> list[Record]:
 
 def boot(
     node_id: int = 1,
-    voters: Iterable[int] = (1, 2, 3),
+    voters: Iterable[int] = VOTERS,
     *,
     now: int = 0,
     persisted: QuorumState | None = None,
@@ -83,7 +84,7 @@ def flush_all(node: RaftNode, now: int) -> list:
 
 def make_leader(
     node_id: int = 1,
-    voters: Iterable[int] = (1, 2, 3),
+    voters: Iterable[int] = VOTERS,
     *,
     epoch: int = 1,
     log: Iterable[Record] = (),
@@ -108,7 +109,7 @@ def make_leader(
 
 def make_follower(
     node_id: int = 2,
-    voters: Iterable[int] = (1, 2, 3),
+    voters: Iterable[int] = VOTERS,
     *,
     leader: int = 1,
     epoch: int = 1,

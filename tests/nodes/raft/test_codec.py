@@ -51,16 +51,18 @@ def fetch_responses(draw):
     )
 
 
+cluster_ids = st.none() | st.text(max_size=40)
+
 messages = st.one_of(
-    st.builds(VoteRequest, i32, i32, i32, i64, st.booleans()),
+    st.builds(VoteRequest, i32, i32, i32, i64, st.booleans(), cluster_ids),
     st.builds(VoteResponse, errors, i32, opt_i32, st.booleans(), st.booleans()),
-    st.builds(BeginQuorumEpochRequest, i32, i32),
+    st.builds(BeginQuorumEpochRequest, i32, i32, cluster_ids),
     st.builds(BeginQuorumEpochResponse, errors, i32, opt_i32),
-    st.builds(EndQuorumEpochRequest, i32, i32, st.lists(i32, max_size=6).map(tuple)),
+    st.builds(EndQuorumEpochRequest, i32, i32, st.lists(i32, max_size=6).map(tuple), cluster_ids),
     st.builds(EndQuorumEpochResponse, errors, i32, opt_i32),
-    st.builds(FetchRequest, i32, i32, i64, i32, i32),
+    st.builds(FetchRequest, i32, i32, i64, i32, i32, opt_i64, cluster_ids),
     fetch_responses(),
-    st.just(DescribeQuorumRequest()),
+    st.builds(DescribeQuorumRequest, cluster_ids),
     st.builds(DescribeQuorumResponse, errors, i32, opt_i32, opt_i64, st.lists(replicas, max_size=5).map(tuple)),
 )
 
@@ -107,6 +109,9 @@ def test_record_crc_is_checked_inside_fetch_responses():
         VoteResponse(Error.NONE, 1, -5, True),  # negative optional id
         VoteRequest(2**31, 1, 0, 0),  # out of range
         VoteRequest(1, 1, 0, 0, pre_vote=1),  # not a bool
+        VoteRequest(1, 1, 0, 0, cluster_id=7),  # not a str
+        VoteRequest(1, 1, 0, 0, cluster_id="x" * 40_000),  # longer than an i16 length
+        VoteRequest(1, 1, 0, 0, cluster_id="\ud800"),  # not encodable as UTF-8
         object(),
     ],
 )
@@ -123,3 +128,16 @@ def test_non_bytes_input():
 def test_api_keys_and_request_flag():
     assert API_KEYS[FetchRequest] == 1 and API_KEYS[VoteResponse] == 52
     assert is_request(FetchRequest(1, 1, 0, 0)) and not is_request(VoteResponse(Error.NONE, 1, None, False))
+
+
+def test_requests_carry_the_cluster_id():
+    request = BeginQuorumEpochRequest(3, 1, "prod-é")
+    encoded = encode(request)
+    assert encoded.endswith(b"\x00\x07prod-\xc3\xa9")  # i16 byte length, then UTF-8
+    assert decode(encoded) == request
+    assert encode(BeginQuorumEpochRequest(3, 1)).endswith(b"\xff\xff")  # None: length -1
+    assert Error(104) is Error.INCONSISTENT_CLUSTER_ID
+    with pytest.raises(CodecError, match="not UTF-8"):
+        decode(encoded[:-2] + b"\xff\xfe")
+    with pytest.raises(CodecError, match="invalid string length"):
+        decode(encoded[:-9] + b"\xff\xf0")

@@ -15,7 +15,7 @@ from nodes.raft import (
 )
 
 from .cluster import Cluster
-from .helpers import FETCH_TIMEOUT, boot, log_of, make_follower, make_leader, persisted, sent, states
+from .helpers import FETCH_TIMEOUT, VOTERS, boot, log_of, make_follower, make_leader, persisted, sent, states
 
 
 def test_off_by_default():
@@ -40,7 +40,7 @@ def test_prevote_majority_becomes_candidate():
     node.tick(FETCH_TIMEOUT)
     effects = node.handle(FETCH_TIMEOUT + 1, 3, VoteResponse(Error.NONE, 3, None, True, pre_vote=True))
     assert node.role is Role.CANDIDATE and node.epoch == 4
-    assert persisted(effects) == [QuorumState(4, None, 2)]
+    assert persisted(effects) == [QuorumState(4, None, 2, voters=VOTERS)]
     assert all(not r.pre_vote for r in sent(effects, VoteRequest))
 
 

@@ -85,11 +85,24 @@ def test_digest_distinguishes_content():
     assert digest(Record(0, 1, b"a")) != digest(Record(0, 1, b"a", control=True))
 
 
-@given(st.integers(0, 2**40), st.none() | st.integers(0, 1000), st.none() | st.integers(0, 1000))
-def test_quorum_state_round_trip(epoch, leader, voted):
-    state = QuorumState(epoch, leader, voted)
+@given(
+    st.integers(0, 2**40),
+    st.none() | st.integers(0, 1000),
+    st.none() | st.integers(0, 1000),
+    st.none() | st.sets(st.integers(0, 1000), min_size=1).map(lambda ids: tuple(sorted(ids))),
+)
+def test_quorum_state_round_trip(epoch, leader, voted, voters):
+    state = QuorumState(epoch, leader, voted, voters=voters)
     data = encode_quorum_state(state)
     assert decode_quorum_state(data) == state
+
+
+def test_quorum_state_records_the_voter_set_and_loads_files_without_one():
+    import json
+
+    assert json.loads(encode_quorum_state(QuorumState(5, 2, 3, voters=(1, 2, 3))))["voters"] == [1, 2, 3]
+    old = b'{"epoch": 5, "leader": 2, "voted_for": 3}\n'  # written before the set was recorded
+    assert decode_quorum_state(old) == QuorumState(5, 2, 3, voters=None)
 
 
 def test_quorum_state_shape():
@@ -110,6 +123,11 @@ def test_quorum_state_shape():
         b'{"epoch": 1, "leader": "n1"}',
         b"\xff\xfe",
         b'{"epoch": true}',
+        b'{"epoch": 1, "voters": []}',
+        b'{"epoch": 1, "voters": [2, 1]}',
+        b'{"epoch": 1, "voters": [1, 1]}',
+        b'{"epoch": 1, "voters": ["1"]}',
+        b'{"epoch": 1, "voters": 3}',
     ],
 )
 def test_quorum_state_garbage(data):

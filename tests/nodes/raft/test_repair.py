@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from nodes.raft import MS, Error, FetchResponse, QuorumState, Role, VoteRequest, VoteResponse
 
-from .helpers import FETCH_TIMEOUT, T, boot, log_of, persisted, sent
+from .helpers import FETCH_TIMEOUT, VOTERS, T, boot, log_of, persisted, sent
 
 
 def test_repairing_node_does_not_stand() -> None:
@@ -40,7 +40,7 @@ def test_repair_ends_once_the_range_is_fetched_and_flushed() -> None:
     effects = node.handle(MS, 1, FetchResponse(Error.NONE, 2, 1, 5, records))
     assert node.log_end_offset == 5
     effects = node.flushed(2 * MS, 5)
-    assert persisted(effects)[-1] == QuorumState(2, 1, None)  # repair_to cleared, durably
+    assert persisted(effects)[-1] == QuorumState(2, 1, None, voters=VOTERS)  # repair_to cleared, durably
     # and it may stand again
     effects = node.tick(2 * MS + 3 * FETCH_TIMEOUT)
     assert node.role in (Role.CANDIDATE, Role.PROSPECTIVE) or sent(effects, VoteRequest)

@@ -2,7 +2,16 @@
 
 import pytest
 
-from nodes.raft import AppendLog, EndQuorumEpochRequest, FetchRequest, QuorumState, Role, VoteRequest
+from nodes.raft import (
+    AppendLog,
+    EndQuorumEpochRequest,
+    FetchRequest,
+    QuorumState,
+    Role,
+    VoteRequest,
+    VoterSetMismatch,
+    with_repair,
+)
 from nodes.raft.state import startup_state
 
 from .helpers import boot, log_of, of, persisted, sent, states
@@ -31,7 +40,7 @@ def test_startup_table(state, log_epoch, role, epoch, leader, voted, row):
 
 def test_start_rewrites_state_and_reports_it():
     node, effects = boot(persisted=QuorumState(4, None, 3))
-    assert persisted(effects) == [QuorumState(4, None, 3)]
+    assert persisted(effects) == [QuorumState(4, None, 3, voters=(1, 2, 3))]
     assert states(effects) == [
         {"node": "n1", "time": 0, "type": "state", "epoch": 4, "role": "voted", "leader": None, "voted_for": "n3"}
     ]
@@ -39,7 +48,7 @@ def test_start_rewrites_state_and_reports_it():
 
 def test_log_epoch_ahead_persists_new_epoch():
     node, effects = boot(persisted=QuorumState(1), log=log_of(1, 3))
-    assert node.epoch == 3 and persisted(effects) == [QuorumState(3, None, None)]
+    assert node.epoch == 3 and persisted(effects) == [QuorumState(3, None, None, voters=(1, 2, 3))]
 
 
 def test_former_leader_restarts_resigned_and_asks_for_a_successor():
@@ -86,3 +95,19 @@ def test_start_twice_or_inputs_before_start_are_errors():
         RaftNode(4, [1, 2, 3])
     with pytest.raises(ValueError):
         RaftNode(1, [1, 2, 3], bugs={"no-such-bug"})
+
+
+def test_start_refuses_a_voter_set_other_than_the_recorded_one():
+    with pytest.raises(VoterSetMismatch, match=r"configured voter set \[1, 2, 3, 4\] differs .* \[1, 2, 3\]"):
+        boot(1, (1, 2, 3, 4), persisted=QuorumState(4, 2, None, voters=(1, 2, 3)))
+
+
+@pytest.mark.parametrize("voters", [(1, 2, 3), None], ids=["same", "unrecorded"])
+def test_start_accepts_the_recorded_voter_set_or_none(voters):
+    node, effects = boot(2, (3, 1, 2), persisted=QuorumState(4, 3, None, voters=voters))
+    assert node.role is Role.FOLLOWER
+    assert persisted(effects) == [QuorumState(4, 3, None, voters=(1, 2, 3))]  # an old file gains the set
+
+
+def test_repair_keeps_the_recorded_voter_set():
+    assert with_repair(QuorumState(4, 2, None, voters=(1, 2)), 9, 3).voters == (1, 2)

@@ -26,7 +26,20 @@ from nodes.raft import (
 )
 from nodes.raft.effects import Event
 
-from .helpers import FETCH_TIMEOUT, T, boot, fetch, log_of, make_follower, make_leader, of, persisted, sent, states
+from .helpers import (
+    FETCH_TIMEOUT,
+    VOTERS,
+    T,
+    boot,
+    fetch,
+    log_of,
+    make_follower,
+    make_leader,
+    of,
+    persisted,
+    sent,
+    states,
+)
 
 E = 2  # the epoch nodes start in
 
@@ -67,7 +80,7 @@ def test_any_higher_epoch_with_leader_becomes_follower(role):
     node = in_role(role)
     effects = node.handle(5, 3, BeginQuorumEpochRequest(E + 1, 3))
     assert (node.role, node.epoch, node.leader_id) == (Role.FOLLOWER, E + 1, 3)
-    assert persisted(effects)[0] == QuorumState(E + 1, 3, None)
+    assert persisted(effects)[0] == QuorumState(E + 1, 3, None, voters=VOTERS)
     assert_persist_before_event(effects)
     assert sent(effects, FetchRequest, dst=3)  # starts fetching at once
 
@@ -77,7 +90,7 @@ def test_any_higher_epoch_without_leader_becomes_unattached(role):
     node = in_role(role)
     effects = node.handle(5, 3, VoteResponse(Error.NONE, E + 3, None, False))
     assert (node.role, node.epoch, node.leader_id, node.voted_for) == (Role.UNATTACHED, E + 3, None, None)
-    assert persisted(effects) == [QuorumState(E + 3, None, None)]
+    assert persisted(effects) == [QuorumState(E + 3, None, None, voters=VOTERS)]
     assert states(effects)[-1]["role"] == "unattached"
 
 
@@ -118,7 +131,7 @@ def test_unattached_election_timeout_becomes_candidate():
     assert node.tick(deadline - 1) == []
     effects = node.tick(deadline)
     assert (node.role, node.epoch, node.voted_for) == (Role.CANDIDATE, E + 1, 1)
-    assert persisted(effects) == [QuorumState(E + 1, None, 1)]
+    assert persisted(effects) == [QuorumState(E + 1, None, 1, voters=VOTERS)]
     assert {m.candidate_id for m in sent(effects, VoteRequest)} == {1}
     assert len(sent(effects, VoteRequest)) == 2
 
@@ -128,7 +141,7 @@ def test_unattached_grants_vote_persists_and_resets_timer():
     now = T - 1
     effects = node.handle(now, 3, VoteRequest(E, 3, 0, 0))
     assert (node.role, node.voted_for) == (Role.VOTED, 3)
-    assert persisted(effects) == [QuorumState(E, None, 3)]
+    assert persisted(effects) == [QuorumState(E, None, 3, voters=VOTERS)]
     kinds = [type(e) for e in effects]
     assert kinds.index(PersistQuorumState) < kinds.index(Send)  # persisted before replying
     assert sent(effects, VoteResponse)[0].vote_granted
@@ -151,17 +164,28 @@ def test_candidate_entered_votes_for_itself_and_asks_the_others():
 
 
 def test_single_voter_wins_immediately():
-    node, effects = boot(1, [1])
-    effects = node.tick(node.next_deadline())
+    node, effects = boot(1, [1])  # no election timeout to wait for (Kafka's isOnlyVoter)
     assert node.role is Role.LEADER and node.epoch == 1
+    assert [s["role"] for s in states(effects)] == ["unattached", "candidate", "leader"]
     assert of(effects, AppendLog)[0].records[0].control  # LeaderChange record
+
+
+@pytest.mark.parametrize(
+    ("state", "epoch"),
+    [(QuorumState(3), 4), (QuorumState(3, 1, 1), 4), (QuorumState(3, None, 1), 3)],
+    ids=["unattached", "was-leader", "voted-for-self"],
+)
+def test_single_voter_leads_at_once_after_a_restart(state, epoch):
+    node, effects = boot(1, [1], now=5, persisted=state, pre_vote=True)
+    assert node.role is Role.LEADER and node.epoch == epoch
+    assert persisted(effects)[-1] == QuorumState(epoch, 1, 1, voters=(1,))
 
 
 def test_candidate_majority_becomes_leader():
     node = in_role(Role.CANDIDATE)
     effects = node.handle(5, 2, VoteResponse(Error.NONE, E, None, True))
     assert node.role is Role.LEADER
-    assert persisted(effects) == [QuorumState(E, 1, 1)]
+    assert persisted(effects) == [QuorumState(E, 1, 1, voters=VOTERS)]
     (append,) = of(effects, AppendLog)
     assert append.records[0].offset == 0 and append.records[0].control and append.records[0].epoch == E
     assert of(effects, Flush) == [Flush(1)]
@@ -178,7 +202,7 @@ def test_candidate_rejected_by_majority_backs_off_then_stands_again():
     effects = node.tick(backoff)
     assert node.role is Role.CANDIDATE and node.epoch == E + 1
     assert node._retries == 2
-    assert persisted(effects) == [QuorumState(E + 1, None, 1)]
+    assert persisted(effects) == [QuorumState(E + 1, None, 1, voters=VOTERS)]
 
 
 class _MaxRandom(random.Random):
@@ -300,7 +324,7 @@ def test_follower_fetch_timeout_becomes_candidate():
     node, _ = make_follower(2, leader=1, epoch=E)
     effects = node.tick(FETCH_TIMEOUT)
     assert (node.role, node.epoch) == (Role.CANDIDATE, E + 1)
-    assert persisted(effects) == [QuorumState(E + 1, None, 2)]
+    assert persisted(effects) == [QuorumState(E + 1, None, 2, voters=VOTERS)]
 
 
 @pytest.mark.parametrize(
@@ -349,7 +373,7 @@ def test_resigned_election_timeout_becomes_candidate():
     deadline = node._election_at
     effects = node.tick(deadline)
     assert (node.role, node.epoch) == (Role.CANDIDATE, E + 1)
-    assert persisted(effects) == [QuorumState(E + 1, None, 1)]
+    assert persisted(effects) == [QuorumState(E + 1, None, 1, voters=VOTERS)]
 
 
 def test_resigned_rejects_votes_in_its_epoch():

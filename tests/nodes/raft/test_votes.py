@@ -4,7 +4,7 @@ import pytest
 
 from nodes.raft import Error, PersistQuorumState, QuorumState, Role, Send, VoteRequest, VoteResponse
 
-from .helpers import boot, log_of, persisted, sent, states
+from .helpers import VOTERS, boot, log_of, persisted, sent, states
 
 # our log: epochs [1, 1, 2] -> last epoch 2, end offset 3; our epoch 4, unattached
 OUR_LOG = log_of(1, 1, 2)
@@ -51,14 +51,14 @@ def test_vote_is_persisted_before_the_response():
     effects = node.handle(1, 2, VoteRequest(4, 2, 2, 3))
     kinds = [type(e) for e in effects]
     assert kinds.index(PersistQuorumState) < kinds.index(Send)
-    assert persisted(effects) == [QuorumState(4, None, 2)]
+    assert persisted(effects) == [QuorumState(4, None, 2, voters=VOTERS)]
 
 
 def test_higher_epoch_request_is_adopted_then_checked():
     node = voter()
     effects = node.handle(1, 2, VoteRequest(7, 2, 1, 1))  # stale log
     assert node.epoch == 7 and node.role is Role.UNATTACHED
-    assert persisted(effects) == [QuorumState(7, None, None)]
+    assert persisted(effects) == [QuorumState(7, None, None, voters=VOTERS)]
     (response,) = sent(effects)
     assert response.epoch == 7 and not response.vote_granted
 
@@ -95,7 +95,7 @@ def test_forget_vote_bug_does_not_persist_the_vote_and_votes_twice_after_restart
     node = voter(bugs={"forget-vote"})
     effects = node.handle(1, 2, VoteRequest(4, 2, 2, 3))
     assert sent(effects)[0].vote_granted
-    assert persisted(effects) == [QuorumState(4, None, None)]  # voted_for lost
+    assert persisted(effects) == [QuorumState(4, None, None, voters=VOTERS)]  # voted_for lost
     assert node.voted_for == 2  # in memory it remembers ...
     state = persisted(effects)[-1]
     restarted, _ = boot(persisted=state, log=OUR_LOG, bugs={"forget-vote"})

@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 
-from nodes.broker import BrokerConfig, BrokerNode, TopicPartition
+from nodes.broker import BrokerConfig, BrokerError, BrokerNode, TopicPartition
+from nodes.broker.messages import BrokerHeartbeatRequest, BrokerHeartbeatResponse
 from nodes.kafka import protocol as kp
 from nodes.kafka.errors import ErrorCode
-from nodes.runtime import framing
+from nodes.runtime import brokerwire, framing
+from nodes.runtime.client import ClientConnection
 from nodes.runtime.config import NodeConfig
 from nodes.runtime.kvclient import KvClient
 from nodes.runtime.partition_store import PartitionStore, partition_file_name
@@ -200,6 +202,29 @@ def test_bad_requests_close_only_their_connection(tmp_path: Path) -> None:
             r = await good.call(produce("t", 0, batch_bytes(b"ok")), 9)  # the first connection still works
             assert r.responses[0].partition_responses[0].error_code == 0
         assert c.drivers[leader].core is not None
+
+    with_brokers(tmp_path, body)
+
+
+def test_a_broker_request_of_another_cluster_is_answered_inconsistent_cluster_id(tmp_path: Path) -> None:
+    async def body(c: BrokerCluster) -> None:
+        controller = (await c.wait_leader()).node_id
+        other = next(i for i in c.ids if i != controller)
+        epoch = c.core(other).lifecycle.epoch
+        conn = ClientConnection(HOST, c.ports[controller][0])
+        try:
+            for cluster in ("another-cluster", "kraftwerk"):
+                request = BrokerHeartbeatRequest(other, epoch, 0, want_fence=True, correlation=9, cluster_id=cluster)
+                key, data = brokerwire.encode(other, request)
+                answers = brokerwire.decode(key, bytes(await conn.send(key, 0, data, timeout=5) or b""))[1]
+                assert isinstance(answers, BrokerHeartbeatResponse) and answers.correlation == 9
+                if cluster == "another-cluster":
+                    assert answers.error is BrokerError.INCONSISTENT_CLUSTER_ID
+                    assert not c.core(controller).image.brokers[other].fenced  # the want_fence was not acted on
+                else:
+                    assert answers.error is BrokerError.NONE
+        finally:
+            await conn.close()
 
     with_brokers(tmp_path, body)
 

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from nodes.raft import API_KEYS, DescribeQuorumRequest, DescribeQuorumResponse, Error, decode, encode
+from nodes.runtime.client import ClientConnection
 from nodes.runtime.kvclient import KvClient
 
 from ._support import run
@@ -104,6 +106,54 @@ def test_refuses_a_corrupt_quorum_state(tmp_path: Path) -> None:
     (tmp_path / "data" / "quorum-state").write_text("{torn")
     code, _, err = finish(node("--config", str(config)))
     assert code == 1 and "quorum-state is corrupt" in err
+
+
+def test_refuses_a_voter_set_other_than_the_recorded_one(tmp_path: Path) -> None:
+    config, client_port = single_node_config(tmp_path)
+    proc = node("--config", str(config))
+    try:
+        run(wait_writable(client_port), timeout=15)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        finish(proc)
+    assert json.loads((tmp_path / "data" / "quorum-state").read_text())["voters"] == [1]
+    text = config.read_text()
+    voters = next(line for line in text.splitlines() if line.startswith("controller.quorum.voters="))
+    config.write_text(text.replace(voters, f"{voters},2@{HOST}:{free_port(HOST)}"))
+    code, _, err = finish(node("--config", str(config)))
+    assert code == 1, err
+    assert "configured voter set [1, 2] differs from the voter set [1] recorded in the quorum state" in err
+
+
+def test_answers_another_cluster_inconsistent_cluster_id_and_keeps_serving(tmp_path: Path) -> None:
+    config, client_port = single_node_config(tmp_path)
+    config.write_text(config.read_text() + "cluster.id=c-27\n")
+    controller_port = int(config.read_text().split("controller.quorum.voters=1@")[1].split("\n")[0].rsplit(":", 1)[1])
+
+    async def scenario() -> list[DescribeQuorumResponse]:
+        await wait_writable(client_port)
+        answers = []
+        conn = ClientConnection(HOST, controller_port)
+        try:
+            for cluster in ("another-cluster", "c-27"):
+                request = encode(DescribeQuorumRequest(cluster_id=cluster))
+                answers.append(decode(bytes(await conn.send(API_KEYS[DescribeQuorumRequest], 0, request) or b"")))
+        finally:
+            await conn.close()
+        async with KvClient(HOST, client_port, timeout=2) as kv:
+            assert (await kv.write("k", "after")).type == "ok"
+        return answers
+
+    proc = node("--config", str(config))
+    try:
+        foreign, ours = run(scenario(), timeout=15)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code, _, err = finish(proc)
+    assert code == 0, err
+    assert isinstance(foreign, DescribeQuorumResponse) and foreign.error is Error.INCONSISTENT_CLUSTER_ID
+    assert foreign.voters == () and foreign.leader_id == 1
+    assert isinstance(ours, DescribeQuorumResponse) and ours.error is Error.NONE and len(ours.voters) == 1
 
 
 def test_refuses_a_taken_port(tmp_path: Path) -> None:

@@ -70,6 +70,11 @@ def test_defaults_follow_kafka() -> None:
     assert c.socket_request_max_bytes == 100 * 1024 * 1024 and c.bugs == frozenset() and c.seed is None
     assert c.roles == {"controller", "broker"}
     assert c.connections_max_idle_ms == 600_000  # Kafka's connections.max.idle.ms
+    assert c.raft.cluster_id == "kraftwerk"
+
+
+def test_cluster_id() -> None:
+    assert config_from_properties(props(cluster__id="  prod-7 ")).raft.cluster_id == "prod-7"
 
 
 def test_connections_max_idle_ms() -> None:
@@ -171,6 +176,9 @@ def test_overrides_and_bug_flags(tmp_path: Path) -> None:
         ("connections.max.idle.ms", "0", "positive, or -1"),
         ("connections.max.idle.ms", "-2", "out of range"),
         ("controller.listener.names", "A,B", "one listener name"),
+        ("cluster.id", " ", "printable ASCII"),
+        ("cluster.id", "a b", "printable ASCII"),
+        ("cluster.id", "x" * 256, "printable ASCII"),
     ],
 )
 def test_bad_values_name_the_key(key: str, value: str, fragment: str) -> None:

@@ -20,8 +20,10 @@ from nodes.raft import (
     BeginQuorumEpochRequest,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
+    Error,
     RaftConfig,
     VoteRequest,
+    VoteResponse,
     decode,
     encode,
 )
@@ -287,6 +289,39 @@ def test_describe_quorum_on_the_controller_listener(tmp_path: Path) -> None:
         assert response.leader_id == leader.node_id and {v.replica_id for v in response.voters} == {1, 2, 3}
 
     with_cluster(tmp_path, body)
+
+
+def test_a_peer_of_another_cluster_is_answered_inconsistent_cluster_id(tmp_path: Path) -> None:
+    """Requests carry the cluster id over the wire; a Vote of a higher epoch from a peer configured with
+    another cluster id is refused and changes nothing, and the cluster keeps serving."""
+
+    async def body(c: Cluster) -> None:
+        leader = await c.wait_leader()
+        assert leader.core is not None
+        epoch = leader.core.raft.epoch
+        voter, candidate = (d for d in c.live() if d is not leader)
+        assert voter.core is not None
+        voted = voter.core.raft.voted_for
+        foreign = VoteRequest(epoch + 5, candidate.node_id, epoch, 10**6, cluster_id="another-cluster")
+        ours = DescribeQuorumRequest(cluster_id="c-27")
+        conn = ClientConnection(HOST, voter.controller_address.port)
+        to_leader = ClientConnection(HOST, leader.controller_address.port)
+        try:
+            vote = decode(bytes(await conn.send(API_KEYS[VoteRequest], 0, encode(foreign)) or b""))
+            raw = await to_leader.send(API_KEYS[DescribeQuorumRequest], 0, encode(ours))
+        finally:
+            await conn.close()
+            await to_leader.close()
+        assert isinstance(vote, VoteResponse) and vote.error is Error.INCONSISTENT_CLUSTER_ID
+        assert not vote.vote_granted and vote.epoch == epoch
+        described = decode(bytes(raw or b""))
+        assert isinstance(described, DescribeQuorumResponse) and described.error is Error.NONE
+        assert (voter.core.raft.epoch, voter.core.raft.voted_for) == (epoch, voted)
+        async with c.kv() as kv:
+            assert (await kv.write("k", "still serving")).type == "ok"
+        assert leader.core.raft.epoch == epoch and leader.core.raft.is_leader
+
+    with_cluster(tmp_path, body, raft=RaftConfig(**{**_fields(FAST), "cluster_id": "c-27"}))
 
 
 def test_fatal_stops_the_node(tmp_path: Path) -> None:

@@ -225,7 +225,8 @@ def test_metadata() -> None:
         ),
     )
     for version in (1, 9, 12):
-        resp = kp.MetadataResponse.decode(ka.metadata_response(core).encode(version), version)
+        resp = kp.MetadataResponse.decode(ka.metadata_response(core, "c-1").encode(version), version)
+        assert resp.cluster_id == ("c-1" if version >= 2 else None)
         assert [(b.node_id, b.host, b.port) for b in resp.brokers] == [(1, "127.0.0.2", 9092), (3, "127.0.0.4", 9094)]
         assert resp.controller_id == -1
         t, gone = resp.topics
