@@ -134,6 +134,13 @@ class ReplicaFetcher:
             return  # stale: a newer request superseded it, or we stopped following src
         session.correlation = None
         self._quiet = None
+        if response.error is not BrokerError.NONE:  # the request itself refused: back off all it asked for
+            until = self.rm.host.now + self.rm.config.replica_fetch_backoff_ms * MS
+            for tp, epoch in session.epochs.items():
+                p = self.rm.partitions.get(tp)
+                if p is not None and p.role is Role.FOLLOWER and p.leader == src and p.leader_epoch == epoch:
+                    p.fetch_backoff_until = until
+            return
         for result in response.partitions:
             p = self.rm.partitions.get(result.partition)
             if p is None or p.role is not Role.FOLLOWER or p.leader != src:

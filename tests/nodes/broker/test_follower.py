@@ -139,6 +139,20 @@ def test_errors_back_off_and_responses_to_old_requests_are_ignored():
     assert h.p.leo == 0 and newer is not None
 
 
+@pytest.mark.parametrize("error", [E.INCONSISTENT_CLUSTER_ID, E.NOT_CONTROLLER])
+def test_a_whole_fetch_refused_backs_off_every_partition_it_asked_for(error):
+    """A leader that refuses the request itself (another cluster's node, say) is not asked again at once."""
+    h = follower(config=BrokerConfig(replica_fetch_backoff_ms=100))
+    _, request = sent_fetch(h)
+    h.rm.fetcher.on_response(1, FetchRecordsResponse((), request.correlation, error))
+    h.step()
+    assert sent_fetch(h) == (None, None)
+    h.advance(99)
+    assert sent_fetch(h) == (None, None)
+    h.advance(1)
+    assert sent_fetch(h)[1] is not None
+
+
 def test_a_lost_fetch_is_sent_again_after_the_request_timeout():
     h = follower(config=BrokerConfig(request_timeout_ms=1_000, replica_fetch_wait_max_ms=500))
     assert sent_fetch(h)[1] is not None
