@@ -40,6 +40,7 @@ class Trigger(enum.Enum):
     RESIGN = "resign"  # graceful resign()/shutdown
     PREVOTE_WON = "prevote-won"
     PREVOTE_LOST = "prevote-lost"  # majority rejected, or the pre-vote round timed out
+    OBSERVER_FETCH_TIMEOUT = "observer-fetch-timeout"  # an observer lost its leader: it never stands
 
 
 class IllegalTransition(RuntimeError):
@@ -62,6 +63,7 @@ def _rows() -> dict[tuple[Role, Trigger], frozenset[Role]]:
     for role in (Role.UNATTACHED, Role.VOTED, Role.RESIGNED):
         rows[role, Trigger.ELECTION_TIMEOUT] = frozenset({Role.CANDIDATE})
     rows[Role.FOLLOWER, Trigger.FETCH_TIMEOUT] = frozenset({Role.CANDIDATE})
+    rows[Role.FOLLOWER, Trigger.OBSERVER_FETCH_TIMEOUT] = frozenset({Role.UNATTACHED})
     rows[Role.CANDIDATE, Trigger.BACKOFF_EXPIRED] = frozenset({Role.CANDIDATE})
     rows[Role.CANDIDATE, Trigger.ELECTION_WON] = frozenset({Role.LEADER})
     rows[Role.LEADER, Trigger.CHECK_QUORUM_FAILED] = frozenset({Role.RESIGNED})
