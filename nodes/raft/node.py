@@ -281,6 +281,8 @@ class RaftNode:
             times = (self._leader.check_quorum_deadline(self.config), self._bqe_at)
             if self._parked:
                 times += tuple(deadline for _, _, deadline in self._parked.values())
+        elif self.observer and role is Role.UNATTACHED:
+            times = (self._fetch_timeout_at if self._fetch_inflight else self._fetch_retry_at,)
         elif role in (Role.UNATTACHED, Role.VOTED, Role.PROSPECTIVE):
             times = (self._election_at,)
         elif role is Role.CANDIDATE:

@@ -18,6 +18,7 @@ from nodes.raft import (
 )
 from nodes.raft.codec import decode, encode
 
+from .cluster import Cluster
 from .helpers import FETCH_TIMEOUT, T, boot, fetch, make_leader, sent
 
 VOTERS = (1, 2, 3)
@@ -56,7 +57,9 @@ def test_the_random_voter_comes_from_the_seeded_rng():
 
 def test_it_backs_off_after_an_answer_without_a_leader():
     node, _ = observer()
+    assert node.next_deadline() == REQUEST_TIMEOUT
     node.handle(0, 1, FetchResponse(Error.NOT_LEADER_OR_FOLLOWER, 0, None, None))
+    assert node.next_deadline() == BACKOFF
     assert sent(node.tick(BACKOFF - 1), FetchRequest) == []
     assert len(sent(node.tick(BACKOFF), FetchRequest)) == 1
 
@@ -138,3 +141,25 @@ def test_append_on_an_observer_is_refused_with_the_leader_hint():
     node.start(0, QuorumState(2, 1, None))
     (reply,) = [e for e in node.append(0, b"x", "r") if type(e).__name__ == "Reply"]
     assert reply.error is Error.NOT_LEADER_OR_FOLLOWER and reply.leader_id == 1
+
+
+def test_in_a_cluster_observers_follow_replicate_and_never_vote_or_lead():
+    c = Cluster(5, seed=3, voters=3).start()
+    c.run_for(3_000)
+    leader = c.stable_leader()
+    assert leader in VOTERS
+    for i in range(6):
+        c.call(leader, "append", f"x{i}".encode(), f"a{i}")
+    c.run_for(2_000)
+    hw = c.node(leader).high_watermark
+    for i in (4, 5):
+        assert c.node(i).role is Role.FOLLOWER and c.node(i).leader_id == leader
+        assert c.node(i).high_watermark == hw >= 7
+    c.crash(leader)
+    c.run_for(5_000)
+    new = c.stable_leader()
+    assert new in VOTERS and new != leader
+    assert all(c.node(i).leader_id == new for i in (4, 5))
+    observed = [e for e in c.events if e["type"] == "state" and e["node"] in ("n4", "n5")]
+    assert observed and {e["role"] for e in observed} <= {"unattached", "follower"}
+    assert all(e["voted_for"] is None for e in observed)
