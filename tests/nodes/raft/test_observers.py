@@ -17,6 +17,7 @@ from nodes.raft import (
     VoteResponse,
 )
 from nodes.raft.codec import decode, encode
+from nodes.raft.events import state_event
 
 from .cluster import Cluster
 from .helpers import FETCH_TIMEOUT, T, boot, fetch, make_leader, sent
@@ -163,3 +164,17 @@ def test_in_a_cluster_observers_follow_replicate_and_never_vote_or_lead():
     observed = [e for e in c.events if e["type"] == "state" and e["node"] in ("n4", "n5")]
     assert observed and {e["role"] for e in observed} <= {"unattached", "follower"}
     assert all(e["voted_for"] is None for e in observed)
+    assert c.violations == [] and c.fatal == {}
+
+
+def test_the_simulator_invariant_flags_an_observer_that_votes_or_stands():
+    c = Cluster(4, seed=1, voters=3).start()
+    check = c.sim.invariants
+    check.on_event(c.sim.nodes[3], state_event(3, 0, 1, "candidate", None, 3))  # a voter may stand
+    assert check.violations == []
+    check.on_event(c.sim.nodes[4], state_event(4, 0, 1, "candidate", None, 4))
+    check.on_event(c.sim.nodes[4], state_event(4, 0, 2, "unattached", None, 1))
+    assert {v["invariant"] for v in check.violations} == {"ObserverNeverVotesOrLeads"}
+    assert [(v["role"], v["voted_for"]) for v in check.violations] == [("candidate", "n4"), ("unattached", "n1")]
+    assert "ObserverNeverVotesOrLeads" in check.result()["checked"]
+    assert "ObserverNeverVotesOrLeads" not in Cluster(3, seed=1).start().sim.invariants.result()["checked"]
