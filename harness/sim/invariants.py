@@ -8,7 +8,9 @@
 - MonotonicHighWatermark: the high watermark of the leader with the highest epoch never goes down;
 - MajorityReachedHighWatermark: when a leader commits up to hw, a majority of voters hold at least
   hw records on disk (flushed: what survives a crash);
-- ConsistentCommittedData: no two nodes ever commit different records at one offset.
+- ConsistentCommittedData: no two nodes ever commit different records at one offset;
+- ObserverNeverVotesOrLeads: a node outside the voter set (an observer) never reports a vote, a
+  candidacy or leadership.
 
 SingleLeader, MonotonicEpoch (on disk) and ConsistentCommittedData are kept by the epoch checker's
 parts (`checkers.epochs`: Claims, Monotonic, CommittedLog), the ones `kraftwerk check --model epochs`
@@ -22,6 +24,8 @@ from typing import Any
 from checkers.epochs import Claims, CommittedLog, Monotonic
 
 MAX_VIOLATIONS = 50
+_OBSERVER_ROLES = frozenset({"unattached", "follower"})
+OBSERVERS_INVARIANT = "ObserverNeverVotesOrLeads"  # listed as checked only in runs with observers
 
 
 class Invariants:
@@ -34,6 +38,7 @@ class Invariants:
         self._leader_hw: tuple[int, int] = (0, 0)  # (epoch, hw) of the highest-epoch leader
         self._written: dict[tuple[int, int], tuple[bytes, bool, str]] = {}  # (offset, epoch) -> content, node
         self.committed = CommittedLog()  # offset -> (node id, (epoch, payload, control))
+        self._observers = False  # an observer ran: ObserverNeverVotesOrLeads was checked
 
     def violated(self, name: str, **detail: Any) -> None:
         self.counts[name] = self.counts.get(name, 0) + 1
@@ -87,8 +92,23 @@ class Invariants:
                 )
 
     def on_event(self, node: Any, data: dict[str, Any]) -> None:
-        if data.get("type") == "state" and data.get("role") == "leader":
+        if data.get("type") != "state":
+            return
+        if data.get("role") == "leader":
             self._leader(node, data["epoch"], node.id)
+        core = node.core
+        raft = getattr(core, "raft", core)
+        if not getattr(raft, "observer", False):
+            return
+        self._observers = True
+        if data["role"] not in _OBSERVER_ROLES or data["voted_for"]:
+            self.violated(
+                OBSERVERS_INVARIANT,
+                node=node.name,
+                epoch=data["epoch"],
+                role=data["role"],
+                voted_for=data["voted_for"],
+            )
 
     def _leader(self, node: Any, epoch: int, leader: int) -> None:
         if self._leaders.add(epoch, leader, leader == node.id, self.sim.sched.now):
@@ -124,7 +144,7 @@ class Invariants:
             if hw < last_hw:
                 self.violated("MonotonicHighWatermark", node=node.name, epoch=epoch, hw=hw, previous=last_hw)
             self._leader_hw = (epoch, max(hw, last_hw) if epoch == last_epoch else hw)
-        voters = self.sim.nodes
+        voters = {i: n for i, n in self.sim.nodes.items() if i in raft.voters}
         holding = sum(1 for n in voters.values() if len(n.disk.durable) >= hw)
         if holding * 2 <= len(voters):
             self.violated(
@@ -136,7 +156,8 @@ class Invariants:
             )
 
     def result(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"valid": not self.violations, "checked": sorted(NAMES)}
+        checked = [n for n in NAMES if self._observers or n != OBSERVERS_INVARIANT]
+        out: dict[str, Any] = {"valid": not self.violations, "checked": sorted(checked)}
         if self.violations:
             out["anomaly-types"] = sorted(self.counts)
             out["counts"] = dict(sorted(self.counts.items()))
@@ -151,4 +172,5 @@ NAMES = (
     "MonotonicHighWatermark",
     "MajorityReachedHighWatermark",
     "ConsistentCommittedData",
+    OBSERVERS_INVARIANT,
 )

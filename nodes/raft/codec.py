@@ -112,6 +112,7 @@ _SPECS: tuple[tuple[type, int, tuple[tuple[str, str], ...]], ...] = (
             ("leader_id", "oi32"),
             ("high_watermark", "oi64"),
             ("voters", "replicas"),
+            ("observers", "replicas"),
         ),
     ),
 )

@@ -34,6 +34,8 @@ class LeaderState:
         self.last_fetch: dict[int, int | None] = {v: None for v in self.voters if v != local_id}
         # leader leases: the highest lease token each other voter echoed (see node.py)
         self.lease_tokens: dict[int, int] = {}
+        # observers (fetchers outside the voter set): replica -> (fetch offset, last fetch); never in the HW
+        self.observers: dict[int, tuple[int, int]] = {}
         self._grace_start = now
         self.high_watermark: int | None = None
         self._deadline_cache: tuple[int, int] | None = None  # (fetch timeout, deadline)
@@ -68,9 +70,13 @@ class LeaderState:
         tokens = sorted(self.lease_tokens.values(), reverse=True)
         return tokens[need - 1] if len(tokens) >= need else None
 
-    def update_replica(self, replica_id: int, fetch_offset: int) -> bool:
-        """A voter fetched at a valid position ``fetch_offset``; returns True if the HW rose."""
-        if replica_id not in self.end_offsets or replica_id == self.local_id:
+    def update_replica(self, replica_id: int, fetch_offset: int, now: int = 0) -> bool:
+        """A replica fetched at a valid position ``fetch_offset``; returns True if the HW rose. Only
+        voters count toward the high watermark; an observer's position is only recorded."""
+        if replica_id not in self.end_offsets:
+            self.observers[replica_id] = (fetch_offset, now)
+            return False
+        if replica_id == self.local_id:
             return False
         self.end_offsets[replica_id] = fetch_offset
         return self._recompute()

@@ -118,7 +118,7 @@ class DescribeQuorumRequest:
 
 @dataclass(frozen=True, slots=True)
 class ReplicaState:
-    """One voter as the leader sees it; None = not yet known. ``last_fetch_time`` is leader-local ns."""
+    """One voter or observer as the leader sees it; None = not yet known. ``last_fetch_time`` is leader-local ns."""
 
     replica_id: int
     log_end_offset: int | None
@@ -132,6 +132,7 @@ class DescribeQuorumResponse:
     leader_id: int | None
     high_watermark: int | None
     voters: tuple[ReplicaState, ...] = ()
+    observers: tuple[ReplicaState, ...] = ()
 
 
 Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | DescribeQuorumRequest

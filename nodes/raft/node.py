@@ -84,7 +84,7 @@ from .messages import (
 )
 from .quorum_state import QuorumState, check_voters
 from .records import MAX_PAYLOAD, Record, leader_change_payload
-from .state import PERSISTED, Role, Trigger, check_transition, startup_state
+from .state import PERSISTED, Role, Startup, Trigger, check_transition, startup_state
 from .timing import (
     binary_exponential_backoff,
     election_timeout,
@@ -99,12 +99,14 @@ class _Stop(Exception):
 
 
 class RaftNode:
-    """One voter of the quorum.
+    """One member of the quorum: a voter, or an observer when ``node_id`` is not in the voter set.
 
     ``voters`` is the static voter set: a list of ids or a mapping ``id -> (host, port)`` (only the
     keys are used; addressing is the driver's job). ``rng`` supplies every random choice; pass a
     seeded ``random.Random`` for reproducible runs. ``bugs`` turns on seeded bugs (``bugs.py``).
-    Observers (non-voters) are not supported.
+    An observer (Kafka's ``process.roles=broker``) replicates the log but never votes, stands or
+    leads: it fetches from the known leader, and with none known from a voter drawn at random
+    (``rng``), pausing ``retry_backoff_ms`` between attempts (``pollUnattachedAsObserver``).
     """
 
     def __init__(
@@ -116,10 +118,11 @@ class RaftNode:
         bugs: Iterable[str] = frozenset(),
     ) -> None:
         ids = frozenset(int(v) for v in (voters.keys() if isinstance(voters, Mapping) else voters))
-        if node_id not in ids:
-            raise ValueError(f"node {node_id} is not in the voter set {sorted(ids)} (observers are not supported)")
+        if not ids:
+            raise ValueError(f"node {node_id}: the voter set is empty")
         self.node_id = node_id
         self.voters = ids
+        self.observer = node_id not in ids
         self.config = config or RaftConfig()
         self.bugs = validate_bugs(bugs)
         self._lazy = B.LAZY_FLUSH in self.bugs  # appends count as durable at once (the lazy-flush bug)
@@ -281,6 +284,8 @@ class RaftNode:
             times = (self._leader.check_quorum_deadline(self.config), self._bqe_at)
             if self._parked:
                 times += tuple(deadline for _, _, deadline in self._parked.values())
+        elif self.observer and role is Role.UNATTACHED:
+            times = (self._fetch_timeout_at if self._fetch_inflight else self._fetch_retry_at,)
         elif role in (Role.UNATTACHED, Role.VOTED, Role.PROSPECTIVE):
             times = (self._election_at,)
         elif role is Role.CANDIDATE:
@@ -469,6 +474,9 @@ class RaftNode:
         remaining = self._election_at if keep else None
         self._switch(trigger, Role.UNATTACHED, epoch, None, None)
         self._retries = 0
+        if self.observer:
+            self._fetch_any_voter()
+            return
         self._election_at = remaining if remaining is not None else self._timeout()
 
     def _to_voted(self, trigger: Trigger, candidate: int) -> None:
@@ -525,7 +533,11 @@ class RaftNode:
     def _stand(self, trigger: Trigger) -> None:
         """Start an election: through pre-vote when enabled; not while repairing a damaged log; with leader
         leases, not before this node's promise ends (its timer is set again for then, on the timer clock).
-        Never while shutting down: the timer that fired is disarmed and the node waits."""
+        Never while shutting down: the timer that fired is disarmed and the node waits. An observer
+        never stands: it forgets the leader it lost and looks for one among the voters."""
+        if self.observer:
+            self._to_unattached(Trigger.OBSERVER_FETCH_TIMEOUT, self.epoch)
+            return
         if self._shutdown_at is not None:
             if self.role is Role.FOLLOWER:
                 self._fetch_deadline = None
@@ -612,6 +624,8 @@ class RaftNode:
         if self._lazy:
             self._lazy_flush_at = next_lazy_flush(self._now, self.config.lazy_flush_interval_ms * MS)
         s = startup_state(persisted, self._log.last_epoch, self.node_id, self.voters)
+        if self.observer and s.role is not Role.FOLLOWER:
+            s = Startup(Role.UNATTACHED, s.epoch, None, None, "observer")  # it never votes or leads
         self.epoch, self.leader_id, self.voted_for = s.epoch, s.leader_id, s.voted_for
         if s.role is Role.RESIGNED and B.RESTART_AS_LEADER in self.bugs:
             # the bug (KAFKA-10527): resume leading the old epoch after a restart
@@ -638,6 +652,8 @@ class RaftNode:
             self._to_candidate(Trigger.ONLY_VOTER)  # Kafka's isOnlyVoter: no election timeout to wait for
         elif s.role is Role.RESIGNED:
             self._enter_resigned(())
+        elif self.observer:
+            self._fetch_any_voter()
         else:
             self._election_at = self._timeout()
 
@@ -697,6 +713,8 @@ class RaftNode:
                 request, ctx, _ = self._parked.pop(replica)
                 self._send(replica, self._fetch_answer(request), ctx)
             return bool(expired)
+        if self.observer and role is Role.UNATTACHED:
+            return self._observer_timers()
         if role in (Role.UNATTACHED, Role.VOTED, Role.RESIGNED) and self._due(self._election_at):
             self._stand(Trigger.ELECTION_TIMEOUT)
             return True
@@ -715,6 +733,33 @@ class RaftNode:
             self._send_end_quorum_epoch()
             return True
         return False
+
+    def _observer_timers(self) -> bool:
+        """An unattached observer: a lost Fetch is retried at once, a backoff ends with a new attempt."""
+        if self._fetch_inflight:
+            if not self._due(self._fetch_timeout_at):
+                return False
+            self._fetch_inflight = False
+            self._fetch_timeout_at = None
+        elif not self._due(self._fetch_retry_at):
+            return False
+        self._fetch_retry_at = None
+        self._fetch_any_voter()
+        return True
+
+    def _fetch_any_voter(self) -> None:
+        """An observer with no known leader asks a voter drawn at random; any answer names the epoch and
+        leader it knows (``_observe``), else the observer backs off and draws again."""
+        if self.role is not Role.UNATTACHED or self._fetch_inflight:
+            return
+        if self._fetch_retry_at is not None and self._now < self._fetch_retry_at:
+            return
+        self._fetch_retry_at = None
+        voter = self._rng.choice(sorted(self.voters))
+        request = FetchRequest(self.epoch, self.node_id, self._log.end_offset, self._log.last_epoch, 0)
+        self._send(voter, request)
+        self._fetch_inflight = True
+        self._fetch_timeout_at = self._now + self.config.request_timeout_ms * MS
 
     def _start_backoff(self) -> None:
         """A candidate that timed out or lost waits a random, growing delay before standing again; while
@@ -807,8 +852,8 @@ class RaftNode:
             return
         if m.epoch > self.epoch:
             self._to_unattached(Trigger.HIGHER_EPOCH, m.epoch)
-        if m.candidate_id == self.node_id:
-            answer(Error.NONE, False)
+        if m.candidate_id == self.node_id or self.observer:
+            answer(Error.NONE, False)  # an observer adopts the epoch but never grants (pre-)votes
             return
         if m.pre_vote:
             answer(Error.NONE, self._may_grant_pre_vote(m))
@@ -939,7 +984,7 @@ class RaftNode:
                 ctx,
             )
             return
-        rose = leader.update_replica(replica, m.fetch_offset)
+        rose = leader.update_replica(replica, m.fetch_offset, self._now)
         if rose:
             self._leader_hw_rose()
         answer = self._fetch_answer(m)
@@ -982,7 +1027,16 @@ class RaftNode:
         self._fetch_timeout_at = self._now + self.config.request_timeout_ms * MS
 
     def _on_fetch_response(self, src: int, m: FetchResponse, ctx: Any) -> None:
+        searching = self.observer and self.role is Role.UNATTACHED and self._fetch_inflight
+        epoch = self.epoch
         self._observe(m.epoch, m.leader_id)
+        if searching:
+            if self.role is Role.UNATTACHED and self.epoch == epoch:
+                # the voter knows no leader either: back off, then draw a voter again
+                self._fetch_inflight = False
+                self._fetch_timeout_at = None
+                self._fetch_retry_at = self._now + self.config.retry_backoff_ms * MS
+            return  # else _observe found a leader (or a new epoch) and already fetches anew
         if self.role is not Role.FOLLOWER or m.epoch != self.epoch or src != self.leader_id:
             return
         self._fetch_inflight = False
@@ -1053,9 +1107,9 @@ class RaftNode:
             )
             for v in leader.voters
         )
-        self._send(
-            src, DescribeQuorumResponse(Error.NONE, self.epoch, self.node_id, leader.high_watermark, voters), ctx
-        )
+        observers = tuple(ReplicaState(o, end, at) for o, (end, at) in sorted(leader.observers.items()))
+        answer = DescribeQuorumResponse(Error.NONE, self.epoch, self.node_id, leader.high_watermark, voters, observers)
+        self._send(src, answer, ctx)
 
     def _on_ignored(self, src: int, m: Message, ctx: Any) -> None:
         """Nodes never ask DescribeQuorum of each other; a stray response changes nothing."""
@@ -1130,12 +1184,12 @@ class RaftNode:
             self._start_backoff()  # a candidate backing off stands no more: it asks again instead
 
     def _check_shutdown(self) -> None:
-        """End the shutdown once the seed's rule allows it: another leader is known, or this node is
-        the only voter; else once its bound passes."""
+        """End the shutdown once the seed's rule allows it: another leader is known, this node is the
+        only voter, or it is an observer (it holds nothing others wait for); else once its bound passes."""
         assert self._shutdown_at is not None
         if self._shutdown_end is not None:
             return
-        if len(self.voters) == 1 or (self.leader_id is not None and self.leader_id != self.node_id):
+        if self.observer or self.voters == {self.node_id} or self.leader_id not in (None, self.node_id):
             self._shutdown_end = "completed"
         elif self._now >= self._shutdown_at:
             self._shutdown_end = "timed-out"

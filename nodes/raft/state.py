@@ -41,6 +41,7 @@ class Trigger(enum.Enum):
     PREVOTE_WON = "prevote-won"
     PREVOTE_LOST = "prevote-lost"  # majority rejected, or the pre-vote round timed out
     ONLY_VOTER = "only-voter"  # the voter set is this node alone: it stands at once at start-up
+    OBSERVER_FETCH_TIMEOUT = "observer-fetch-timeout"  # an observer lost its leader: it never stands
 
 
 class IllegalTransition(RuntimeError):
@@ -64,6 +65,7 @@ def _rows() -> dict[tuple[Role, Trigger], frozenset[Role]]:
         rows[role, Trigger.ELECTION_TIMEOUT] = frozenset({Role.CANDIDATE})
         rows[role, Trigger.ONLY_VOTER] = frozenset({Role.CANDIDATE})
     rows[Role.FOLLOWER, Trigger.FETCH_TIMEOUT] = frozenset({Role.CANDIDATE})
+    rows[Role.FOLLOWER, Trigger.OBSERVER_FETCH_TIMEOUT] = frozenset({Role.UNATTACHED})
     rows[Role.CANDIDATE, Trigger.BACKOFF_EXPIRED] = frozenset({Role.CANDIDATE})
     rows[Role.CANDIDATE, Trigger.ELECTION_WON] = frozenset({Role.LEADER})
     rows[Role.LEADER, Trigger.CHECK_QUORUM_FAILED] = frozenset({Role.RESIGNED})

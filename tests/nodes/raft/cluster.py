@@ -91,9 +91,11 @@ class Cluster:
         flush_ms: tuple[int, int] = (1, 3),
         loss: float = 0.0,
         clock_source: str = "monotonic",
+        voters: int | None = None,
     ) -> None:
         self.rng = random.Random(seed)
         self.ids = list(range(1, n + 1))
+        self.voters = self.ids[:voters] if voters is not None else self.ids  # the rest are observers
         self.bugs = frozenset(bugs)
         self.config = config or RaftConfig()
         self.factory = factory
@@ -111,7 +113,7 @@ class Cluster:
             )
 
     def _core(self, i: int) -> Any:
-        return self.factory(i, self.ids, self.config, random.Random(self.rng.random()), self.bugs)
+        return self.factory(i, self.voters, self.config, random.Random(self.rng.random()), self.bugs)
 
     # -- state
 

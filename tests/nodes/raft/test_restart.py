@@ -92,7 +92,7 @@ def test_start_twice_or_inputs_before_start_are_errors():
     with pytest.raises(RuntimeError):
         fresh.tick(0)
     with pytest.raises(ValueError):
-        RaftNode(4, [1, 2, 3])
+        RaftNode(4, [])  # no voters at all (node 4 alone would be an observer)
     with pytest.raises(ValueError):
         RaftNode(1, [1, 2, 3], bugs={"no-such-bug"})
 
