@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -16,6 +17,8 @@ from harness.real.cluster_local import LocalCluster
 from nodes.runtime.kvclient import KvClusterClient
 
 from ._support import run
+
+T = TypeVar("T")
 
 
 def _agree(dumps: dict[str, list[dict[str, Any]]]) -> None:
@@ -71,17 +74,22 @@ async def _scenario(cluster: LocalCluster) -> None:
     assert "recovered" in cluster.output(leader) and "log record(s)" in cluster.output(leader)
 
 
-@pytest.mark.slow
-def test_real_processes_kill_and_restart_the_leader(tmp_path: Path) -> None:
-    cluster = LocalCluster(tmp_path, 3, properties=FAST_ELECTIONS)
+def _run_and_close(cluster: LocalCluster, scenario: Coroutine[Any, Any, T]) -> T:
+    """Run `scenario` against `cluster` (60 s at most), printing each node's output if it fails; close it."""
     try:
-        run(_scenario(cluster), timeout=60)
+        return run(scenario, timeout=60)
     except BaseException:
         for n in cluster.ids:
             print(f"---- n{n} output ----\n{cluster.output(n)[-4000:]}")
         raise
     finally:
         cluster.close()
+
+
+@pytest.mark.slow
+def test_real_processes_kill_and_restart_the_leader(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path, 3, properties=FAST_ELECTIONS)
+    _run_and_close(cluster, _scenario(cluster))
     assert not any(cluster.alive(n) for n in cluster.ids)
 
 
@@ -120,14 +128,7 @@ def test_sigterm_hands_leadership_over_before_the_process_exits(tmp_path: Path) 
         "kraftwerk.shutdown.timeout.ms": str(SHUTDOWN_BOUND_MS),
     }
     cluster = LocalCluster(tmp_path, 3, properties=properties, broker=False)
-    try:
-        figures = run(_sigterm_leader(cluster), timeout=60)
-    except BaseException:
-        for n in cluster.ids:
-            print(f"---- n{n} output ----\n{cluster.output(n)[-4000:]}")
-        raise
-    finally:
-        cluster.close()
+    figures = _run_and_close(cluster, _sigterm_leader(cluster))
     print(f"hand-off {figures['handoff_ms']:.1f} ms, exit after {figures['exit_s']:.2f} s")
     assert figures["handoff_ms"] < ELECTION_TIMEOUT_MS / 2
     assert figures["exit_s"] < SHUTDOWN_BOUND_MS / 1000
