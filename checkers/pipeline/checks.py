@@ -9,7 +9,6 @@ one malformed run never aborts the job.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,51 +38,6 @@ VALID_TEXT = {True: "true", False: "false"}
 def valid_text(valid: Any) -> str:
     """A checker's valid (True, False, "unknown") as the pipeline's string column."""
     return VALID_TEXT.get(valid, "unknown") if isinstance(valid, bool) else "unknown"
-
-
-_JSON_START = frozenset('{["-0123456789tfnNI \t\n\r')  # what json.loads can accept a text starting with
-
-
-def decode_json_text(text: str | None) -> Any:
-    """A JSON value read by Spark into a string column: raw JSON for non-strings, the text for strings."""
-    if not text or text[0] not in _JSON_START:
-        return text  # not JSON (e.g. an error name): json.loads would refuse it
-    if len(text) < 19 and text.isdigit() and text.isascii() and (text[0] != "0" or len(text) == 1):
-        return int(text)  # what json.loads gives for a plain integer, faster
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def _process(text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        return text
-
-
-def ops_from_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """History op dicts (in index order, each with its index) from ops-table rows."""
-    rows = sorted(rows, key=lambda r: (r["index"] is None, r["index"]))
-    ops: list[dict[str, Any]] = []
-    for r in rows:
-        op: dict[str, Any] = {"type": r["type"], "process": _process(r["process"]), "f": r["f"]}
-        if r["index"] is not None:
-            op["index"] = r["index"]
-        if r.get("time") is not None:
-            op["time"] = r["time"]
-        if r.get("key") is not None:
-            op["key"] = r["key"]
-        op["value"] = decode_json_text(r.get("value"))
-        if r.get("node") is not None:
-            op["node"] = r["node"]
-        if r.get("error") is not None:
-            op["error"] = decode_json_text(r["error"])
-        ops.append(op)
-    return ops
 
 
 def validated_ops(objs: list[dict[str, Any]], source: str) -> list[Op]:
@@ -142,13 +96,6 @@ def check_key(
     return out, ops
 
 
-def check_key_rows(
-    run_id: str, key: str | None, rows: list[dict[str, Any]], checking: Checking, time_limit: float | None
-) -> dict[str, Any]:
-    """`check_key` of ops-table rows (in any order): the result row."""
-    return check_key(run_id, key, ops_from_rows(rows), checking, time_limit)[0]
-
-
 def check_run(run_id: str, objs: list[dict[str, Any]], run: RunChecks, ops: list[Op] | None = None) -> dict[str, Any]:
     """The parts of a run's verdict beyond its history and events, as `kraftwerk test` composes them
     (`checkers.registry.judge`): the stats of its main phase over its client operations (`objs`, its history
@@ -182,11 +129,6 @@ def check_run(run_id: str, objs: list[dict[str, Any]], run: RunChecks, ops: list
         out["error"] = f"checker failed: {type(e).__name__}: {e}"
     out["seconds"] = round(time.monotonic() - started, 6)
     return out
-
-
-def check_run_rows(run_id: str, rows: list[dict[str, Any]], run: RunChecks) -> dict[str, Any]:
-    """`check_run` of ops-table rows (in any order): the result row."""
-    return check_run(run_id, ops_from_rows(rows), run)
 
 
 def check_epoch_rows(run_id: str, events: list[dict[str, Any]], logs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Explicit Spark schemas: the files we read (no schema inference) and the Parquet tables we write.
 
 JSON fields whose type varies (`value`, `error`, `process`, `key`) are read as strings: Spark keeps a
-JSON string's text and the raw JSON of any other value, and `checks.decode_json_text` turns it back.
+JSON string's text and the raw JSON of any other value (the checkers take each run's values from its
+lines as decoded, not from these columns).
 Every table carries `batch` (the analyze job that wrote it) and is partitioned by `date` and
 `workload` where it is per-run data.
 """

@@ -11,9 +11,8 @@ import pytest
 from checkers.pipeline.checks import (
     RunChecks,
     check_epoch_rows,
-    check_key_rows,
-    check_run_rows,
-    decode_json_text,
+    check_key,
+    check_run,
 )
 from checkers.pipeline.config import config_label, config_of
 from checkers.pipeline.discover import discover, parse_date
@@ -25,27 +24,17 @@ CAS = Checking("cas-register")
 
 
 def row(index: int, process: Any, typ: str, f: str, value: Any, time: int, key: str = "r1") -> dict[str, Any]:
-    """An ops-table row as Spark hands it over: value as JSON text, process as a string."""
-    text = None if value is None else json.dumps(value)
-    return {
-        "index": index,
-        "time": time,
-        "process": str(process),
-        "type": typ,
-        "f": f,
-        "key": key,
-        "value": text,
-        "node": None,
-        "error": None,
-    }
+    """A history line as decoded, as the executor hands it to the checkers."""
+    return {"index": index, "time": time, "process": process, "type": typ, "f": f, "key": key, "value": value}
 
 
-def test_json_text_round_trip() -> None:
-    assert decode_json_text(None) is None
-    assert decode_json_text("[1, 2]") == [1, 2]
-    assert decode_json_text("3") == 3
-    assert decode_json_text('{"n1": ["n2"]}') == {"n1": ["n2"]}
-    assert decode_json_text("not-leader") == "not-leader"  # Spark gives a JSON string's bare text
+def check_key_rows(run_id: str, key: str, rows: list[dict[str, Any]], checking: Checking, limit: Any) -> dict:
+    """`check_key` of lines in any order (the executor sorts them by index): the result row."""
+    return check_key(run_id, key, sorted(rows, key=lambda r: r["index"]), checking, limit)[0]
+
+
+def check_run_rows(run_id: str, rows: list[dict[str, Any]], run: RunChecks) -> dict[str, Any]:
+    return check_run(run_id, sorted(rows, key=lambda r: r["index"]), run)
 
 
 def test_linearizable_key() -> None:
