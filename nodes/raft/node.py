@@ -618,7 +618,7 @@ class RaftNode:
         self._log = RaftLog(records)
         self._flushed = self._log.end_offset
         repair_to = persisted.repair_to if persisted is not None else 0
-        if repair_to > self._log.end_offset and len(self.voters) > 1:
+        if repair_to > self._log.end_offset and not alone:  # a lone voter has no copy to repair from; an observer does
             self._repair_to = repair_to
             self._repair_epoch = persisted.repair_epoch if persisted is not None else 0
         if self._lazy:

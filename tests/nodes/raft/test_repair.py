@@ -49,3 +49,11 @@ def test_repair_ends_once_the_range_is_fetched_and_flushed() -> None:
 def test_no_repair_floor_when_the_log_already_reaches_it() -> None:
     node, effects = boot(1, persisted=QuorumState(2, None, None, repair_to=2, repair_epoch=1), log=log_of(1, 1, 1))
     assert persisted(effects)[-1].repair_to == 0
+
+
+def test_an_observer_of_a_one_voter_quorum_repairs_but_the_lone_voter_cannot() -> None:
+    state = QuorumState(2, 1, None, repair_to=6, repair_epoch=2)
+    observer, effects = boot(9, (1,), persisted=state, log=log_of(1, 1))
+    assert persisted(effects)[-1].repair_to == 6  # the voter holds the lost range: fetch it back
+    lone, effects = boot(1, (1,), persisted=state, log=log_of(1, 1))
+    assert persisted(effects)[-1].repair_to == 0  # no other copy exists: nothing to wait for
