@@ -522,10 +522,11 @@ class NodeDriver:
         for peer in (*self.peers.values(), *self.lanes.values()):
             peer.start()
         self.log.info(
-            "starting %s: roles %s, voters %s, controller %s, client %s, bugs %s",
+            "starting %s: roles %s, voters %s, %s %s, client %s, bugs %s",
             self.name,
             ",".join(sorted(cfg.roles)),
             ",".join(f"{v}@{e}" for v, e in sorted(cfg.voters.items())),
+            "controller" if cfg.is_controller else "inter-broker",
             self.controller_address,
             self.client_address,
             sorted(cfg.bugs) or "none",
@@ -1049,7 +1050,9 @@ class NodeDriver:
             "name": self.name,
             "pid": os.getpid(),
             "bugs": sorted(cfg.bugs),
-            "controller": str(self.controller_address) if self._opened else None,
+            "roles": sorted(cfg.roles),
+            "controller": str(self.controller_address) if self._opened and cfg.is_controller else None,
+            "inter_broker": str(self.controller_address) if self._opened and not cfg.is_controller else None,
             "client": str(self.client_address) if self._opened else None,
             "voters": {str(v): str(e) for v, e in sorted(cfg.voters.items())},
         }

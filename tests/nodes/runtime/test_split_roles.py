@@ -160,10 +160,11 @@ def test_controllers_and_broker_only_nodes_serve_kafka_clients_across_a_controll
     c.wait("both brokers registered and unfenced", lambda: _unfenced(c))
     for i in CONTROLLERS:  # controllers run no broker: no broker status, no Kafka listener for clients
         status = c.status(i)
-        assert status is not None and "broker" not in status
+        assert status is not None and "broker" not in status and status["roles"] == ["controller"]
     for i in BROKERS:
         status = c.status(i)
         assert status is not None and status["role"] == "follower" and status["voted_for"] is None, status
+        assert status["controller"] is None and status["inter_broker"] == f"{HOST}:{c.node_port[i]}"
 
     admin = KafkaAdminClient(bootstrap_servers=c.bootstrap())
     try:
