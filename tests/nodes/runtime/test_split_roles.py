@@ -235,6 +235,11 @@ def test_controllers_and_broker_only_nodes_serve_kafka_clients_across_a_controll
 
     c.wait("both partitions replicated on both brokers", replicated, 15)
 
+    live = [i for i, p in c.procs.items() if p.poll() is None]
+    for i in live:  # a graceful stop of every role: exit code 0
+        c.procs[i].send_signal(signal.SIGTERM)
+    assert {i: c.procs[i].wait(15) for i in live} == dict.fromkeys(live, 0), c.outputs()
+
 
 def test_a_broker_only_node_listed_as_a_voter_does_not_start(tmp_path: Path) -> None:
     """The config rule as the process applies it: exit 2 naming the key."""
