@@ -45,7 +45,7 @@ def _free_ports(n: int) -> list[int]:
 class SplitCluster:
     """Node processes with their own node.properties under ``directory``: controllers and brokers."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, controller_roles: str = "controller") -> None:
         self.dir = directory
         ids = CONTROLLERS + BROKERS
         ports = iter(_free_ports(2 * len(ids)))
@@ -57,7 +57,7 @@ class SplitCluster:
             node = "CONTROLLER" if i in CONTROLLERS else "BROKER"
             props = {
                 "node.id": str(i),
-                "process.roles": "controller" if i in CONTROLLERS else "broker",
+                "process.roles": controller_roles if i in CONTROLLERS else "broker",
                 "controller.quorum.voters": voters,
                 "listeners": f"{node}://{HOST}:{self.node_port[i]},CLIENT://{HOST}:{self.client_port[i]}",
                 "log.dirs": str(directory / f"n{i}" / "data"),
@@ -255,3 +255,54 @@ def test_a_broker_only_node_listed_as_a_voter_does_not_start(tmp_path: Path) -> 
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
     )
     assert done.returncode == 2 and "controller.quorum.voters" in done.stderr and "broker-only" in done.stderr
+
+
+@pytest.mark.slow
+def test_combined_voters_and_broker_only_nodes_replicate_both_ways(tmp_path: Path) -> None:
+    """3 ``controller,broker`` voters and 2 broker-only observers: a broker-only node fetches from a combined
+    one at its voter address, a combined one from a broker-only one at the inter-broker endpoint it registered."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka import KafkaAdminClient, KafkaProducer
+        from kafka.admin import NewTopic
+    c = SplitCluster(tmp_path, controller_roles="controller,broker")
+    ids = CONTROLLERS + BROKERS
+    try:
+        for i in ids:
+            c.start(i)
+        c.wait("a controller leader", c.leader)
+
+        def unfenced() -> bool:
+            statuses = [c.status(i) for i in ids]
+            return all(s is not None and (s.get("broker") or {}).get("fenced") is False for s in statuses)
+
+        c.wait("every broker registered and unfenced", unfenced)
+        admin = KafkaAdminClient(bootstrap_servers=c.bootstrap())
+        try:
+            result = admin.create_topics([NewTopic(TOPIC, 5, 3)])
+            assert [t["error_code"] for t in result["topics"]] == [0], result
+        finally:
+            admin.close()
+        producer = KafkaProducer(bootstrap_servers=c.bootstrap())
+        futures = [producer.send(TOPIC, f"v{k}".encode(), partition=k % 5) for k in range(50)]
+        producer.flush(30)
+        producer.close(10)
+        assert all(f.succeeded() for f in futures)
+
+        def in_sync() -> bool:  # every replica of every partition caught up: ISR of 3 at every replica
+            found: dict[str, list[tuple[int, Any]]] = {}
+            for i in ids:
+                parts = ((c.status(i) or {}).get("broker") or {}).get("partitions", {})
+                for name, p in parts.items():
+                    found.setdefault(name, []).append((i, (len(p["isr"]), p["high_watermark"])))
+            return len(found) == 5 and all(len(v) == 3 and {x for _, x in v} == {(3, 10)} for v in found.values())
+
+        c.wait("every partition replicated on its 3 replicas", in_sync, 15)
+        held = [((c.status(i) or {}).get("broker") or {}).get("partitions", {}) for i in BROKERS]
+        roles = {(p["role"], p["leader"] in CONTROLLERS) for parts in held for p in parts.values()}
+        assert ("leader", False) in roles and ("follower", True) in roles, roles  # both directions
+        quorum = describe_quorum(c.node_port[c.wait("a leader", c.leader)])
+        assert {v.replica_id for v in quorum.voters} == set(CONTROLLERS)
+        assert {o.replica_id for o in quorum.observers} == set(BROKERS)
+    finally:
+        c.close()
