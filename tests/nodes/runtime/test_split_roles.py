@@ -2,7 +2,8 @@
 (``process.roles=broker``) observe the quorum and serve Kafka clients. kafka-python with its default
 settings creates a replication-factor-2 topic through the brokers, produces and consumes; the active
 controller is SIGKILLed mid-produce and nothing acknowledged is lost. The brokers never vote: the
-quorum lists them as observers."""
+quorum lists them as observers. Also mixed: combined voters and broker-only nodes replicate each
+other's partitions."""
 
 from __future__ import annotations
 
