@@ -165,7 +165,9 @@ class Controller:
             else:
                 reply(BrokerError.NOT_CONTROLLER)
 
-        record = RegisterBrokerRecord(req.broker_id, epoch, req.incarnation, req.host, req.port)
+        record = RegisterBrokerRecord(
+            req.broker_id, epoch, req.incarnation, req.host, req.port, req.inter_broker_host, req.inter_broker_port
+        )
         self._append((record, *damaged), done)
 
     def _damage_changes(

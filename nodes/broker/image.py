@@ -37,6 +37,8 @@ class BrokerRegistration:
     host: str
     port: int
     fenced: bool
+    inter_broker_host: str = ""  # where other brokers reach it (empty: its voter address)
+    inter_broker_port: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +175,16 @@ class MetadataImage:
             old = self.brokers.get(rec.broker_id)
             if old is not None and rec.broker_epoch <= old.broker_epoch:
                 raise _Reject
-            reg = BrokerRegistration(rec.broker_id, rec.broker_epoch, rec.incarnation, rec.host, rec.port, True)
+            reg = BrokerRegistration(
+                rec.broker_id,
+                rec.broker_epoch,
+                rec.incarnation,
+                rec.host,
+                rec.port,
+                True,
+                rec.inter_broker_host,
+                rec.inter_broker_port,
+            )
             self._set_broker(reg, undo, changes)
         elif isinstance(rec, FenceBrokerRecord | UnfenceBrokerRecord):
             old = self.brokers.get(rec.broker_id)

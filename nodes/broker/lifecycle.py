@@ -27,11 +27,19 @@ RETRY_BACKOFF_MS = 100
 
 
 class BrokerLifecycle:
-    def __init__(self, host: BrokerHost, config: BrokerConfig, incarnation: int, endpoint: tuple[str, int]) -> None:
+    def __init__(
+        self,
+        host: BrokerHost,
+        config: BrokerConfig,
+        incarnation: int,
+        endpoint: tuple[str, int],
+        inter_broker: tuple[str, int] = ("", 0),
+    ) -> None:
         self.host = host
         self.config = config
         self.incarnation = incarnation
         self.endpoint = endpoint
+        self.inter_broker = inter_broker  # registered for other brokers' requests ("": the voter address)
         self.epoch: int | None = None  # from the registration response
         self.fenced = True  # as the controller last said
         self._inflight: int | None = None  # correlation
@@ -58,8 +66,16 @@ class BrokerLifecycle:
         correlation = self.host.next_correlation()
         if self.epoch is None:
             host, port = self.endpoint
+            ib_host, ib_port = self.inter_broker
             message: object = BrokerRegistrationRequest(
-                self.host.node_id, self.incarnation, host, port, correlation, self.damaged
+                self.host.node_id,
+                self.incarnation,
+                host,
+                port,
+                correlation,
+                self.damaged,
+                inter_broker_host=ib_host,
+                inter_broker_port=ib_port,
             )
         else:
             message = BrokerHeartbeatRequest(self.host.node_id, self.epoch, self.host.image.offset, False, correlation)

@@ -196,7 +196,8 @@ class TopicMetadata:
 
 @dataclass(frozen=True, slots=True)
 class MetadataResponse:
-    """``brokers`` are the registered, unfenced brokers; ``controller_id`` the raft leader."""
+    """``brokers`` are the registered, unfenced brokers; ``controller_id`` the raft leader, or the
+    answering broker when that leader is no broker."""
 
     brokers: tuple[BrokerInfo, ...]
     controller_id: int | None
@@ -250,7 +251,10 @@ class BrokerRegistrationRequest:
     """Sent by each broker incarnation (``incarnation`` is new on every start). ``damaged``: the
     partitions whose log lost a range to damage found at start-up (records beyond it were intact:
     the log had reached further); the controller takes the broker out of their ISR and ELR even
-    where it is the last member (KIP-966's unclean-shutdown handling, per partition)."""
+    where it is the last member (KIP-966's unclean-shutdown handling, per partition).
+    ``host``/``port``: the client endpoint; ``inter_broker_host``/``inter_broker_port``: where other
+    brokers send replica fetches and transaction markers (Kafka's ``inter.broker.listener.name``
+    endpoint; empty: the node's voter address)."""
 
     broker_id: int
     incarnation: int
@@ -259,6 +263,8 @@ class BrokerRegistrationRequest:
     correlation: int = 0
     damaged: tuple[TopicPartition, ...] = ()
     cluster_id: str | None = None
+    inter_broker_host: str = ""
+    inter_broker_port: int = 0
 
 
 @dataclass(frozen=True, slots=True)

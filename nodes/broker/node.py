@@ -129,7 +129,12 @@ class _Stop(Exception):
 class BrokerNode:
     """A combined controller + broker node. The first five arguments are RaftNode's (so test
     clusters can build it like a KVNode); ``broker_config`` holds the broker/controller settings
-    and ``endpoint`` the (host, port) advertised to clients in Metadata."""
+    and ``endpoint`` the (host, port) advertised to clients in Metadata, ``inter_broker`` the one
+    registered for other brokers (empty: this node's voter address).
+
+    ``broker=False`` is a controller-only node (``process.roles=controller``): it replays the metadata
+    log and, as the raft leader, runs the controller, but never registers as a broker, so it leads and
+    follows no partitions."""
 
     def __init__(
         self,
@@ -140,8 +145,11 @@ class BrokerNode:
         bugs: Iterable[str] = frozenset(),
         broker_config: BrokerConfig | None = None,
         endpoint: tuple[str, int] = ("", 0),
+        inter_broker: tuple[str, int] = ("", 0),
+        broker: bool = True,
     ) -> None:
         self.node_id = node_id
+        self.is_broker = broker
         self.bugs = validate_bugs(bugs)
         rng = rng if rng is not None else random.Random(node_id)
         raft_config = config or RaftConfig()
@@ -156,7 +164,7 @@ class BrokerNode:
             self, self.broker_config, broker_rng, self._controller_append, lambda: self.raft.log_end_offset
         )
         self.replicas = ReplicaManager(self, self.broker_config, self.bugs, raft_config.lazy_flush_interval_ms)
-        self.lifecycle = BrokerLifecycle(self, self.broker_config, self.incarnation, endpoint)
+        self.lifecycle = BrokerLifecycle(self, self.broker_config, self.incarnation, endpoint, inter_broker)
         self.producer_ids = ProducerIdManager(self, self.broker_config)
         self.groups = GroupCoordinator(self, self.bugs, self._create_internal_topic)
         self.txn = TxnCoordinator(self, self.bugs, self._create_internal_topic, self.producer_ids)
@@ -274,7 +282,7 @@ class BrokerNode:
             self.raft.next_deadline(),
             self.replicas.next_deadline(),
             self.controller.next_deadline(),
-            self.lifecycle.next_deadline(),
+            self.lifecycle.next_deadline() if self.is_broker else None,
             self.producer_ids.next_deadline(),
             self.groups.next_deadline(),
             self.txn.next_deadline(),
@@ -502,7 +510,8 @@ class BrokerNode:
                 self.replicas.refresh()
                 self.controller.image_changed()
             self.controller.poll(now)
-            self.lifecycle.poll(now)
+            if self.is_broker:
+                self.lifecycle.poll(now)
             self.producer_ids.poll(now)
             self.replicas.poll(now)
             self.groups.poll()
@@ -657,4 +666,10 @@ class BrokerNode:
                 offline = tuple(r for r in s.replicas if not image.is_eligible(r))
                 parts.append(PartitionMetadata(error, index, leader, s.leader_epoch, s.replicas, s.isr, offline))
             topics.append(TopicMetadata(BrokerError.NONE, name, topic.topic_id, tuple(parts)))
-        return MetadataResponse(brokers, self.controller_id(), tuple(topics))
+        # Kafka clients send admin requests to the controller id: the active controller when it is a broker
+        # too, else (a controller-only node clients cannot reach, or none known) this broker, which forwards
+        # them, as a KRaft broker names a live broker there
+        controller = self.controller_id()
+        if controller is None or controller not in image.brokers:
+            controller = self.node_id if self.is_broker else controller
+        return MetadataResponse(brokers, controller, tuple(topics))

@@ -11,7 +11,8 @@ payload form a batch that :class:`~nodes.broker.image.MetadataImage` applies ato
 or nothing). Each record is a JSON object with a ``"type"`` field:
 
 =====================  ==================================================================
-``register-broker``    ``broker_id, broker_epoch, incarnation, host, port`` (starts fenced)
+``register-broker``    ``broker_id, broker_epoch, incarnation, host, port[, inter_broker_host,
+                       inter_broker_port]`` (starts fenced)
 ``fence-broker``       ``broker_id, broker_epoch``
 ``unfence-broker``     ``broker_id, broker_epoch``
 ``topic``              ``name, topic_id, configs`` (``[[key, value], ...]``)
@@ -24,7 +25,9 @@ or nothing). Each record is a JSON object with a ``"type"`` field:
 ``leader`` is null for "no leader" (then ``isr`` may be empty: every member was found
 damaged). ``elr`` (KIP-966's eligible leader replicas: members that left the ISR while it was
 below ``min.insync.replicas``, so the high watermark has not moved since) is written only when
-not empty. ``broker_epoch`` is the raft offset of the broker's ``register-broker`` record, as in
+not empty; so are ``inter_broker_host``/``inter_broker_port`` (the endpoint other brokers fetch
+from, as Kafka's registration lists the inter-broker listener; absent: the node's voter address).
+``broker_epoch`` is the raft offset of the broker's ``register-broker`` record, as in
 KRaft.
 """
 
@@ -52,6 +55,8 @@ class RegisterBrokerRecord:
     incarnation: int
     host: str = ""
     port: int = 0
+    inter_broker_host: str = ""  # the inter-broker endpoint (empty: the node's voter address)
+    inter_broker_port: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,9 +143,10 @@ _TYPES: dict[str, type] = {
 }
 _NAMES = {cls: name for name, cls in _TYPES.items()}
 _INT_TUPLES = {"replicas", "isr", "elr"}
-_OMITTED_WHEN_EMPTY = {"elr"}  # absent from the JSON when empty (older payloads never have it)
+# absent from the JSON when empty (older payloads never have them)
+_OMITTED_WHEN_EMPTY = {"elr", "inter_broker_host", "inter_broker_port"}
 _OPTIONAL_INTS = {"leader"}
-_STRINGS = {"host", "name", "topic_id", "topic"}
+_STRINGS = {"host", "inter_broker_host", "name", "topic_id", "topic"}
 
 
 def is_metadata_payload(payload: bytes) -> bool:

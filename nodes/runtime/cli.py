@@ -6,7 +6,8 @@
     ``<log.dirs>/node.log``; node events to ``<log.dirs>/events.jsonl``. With
     ``process.roles=controller,broker`` the node is also a Kafka-style broker: Kafka clients
     (kafka-python, librdkafka) connect to the CLIENT listener; partition logs live in
-    ``<log.dirs>/partitions/``.
+    ``<log.dirs>/partitions/``. ``process.roles=broker`` is a broker that observes the quorum
+    (not in ``controller.quorum.voters``; ``listeners=BROKER://…,CLIENT://…``).
 ``python -m nodes dump-log (--config node.properties | --dir DIR)``
     prints the node's committed log (``logs/<node>.jsonl`` lines) from its data directory.
 ``python -m nodes disk-fault --dir DIR --fault lose-unsynced|torn|corrupt [--seed N]``

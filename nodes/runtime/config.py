@@ -4,19 +4,37 @@ Accepted keys (anything else is an error naming the key):
 
 ==========================================  ========================================================
 ``node.id``                                 this node's id (int >= 0), required
-``process.roles``                           ``controller`` (a quorum voter with the KV service)
-                                            or ``controller,broker`` (also a Kafka-style broker
-                                            speaking the Kafka protocol), required
+``process.roles``                           ``controller`` (a quorum voter with the KV service and
+                                            the metadata controller), ``controller,broker`` (also
+                                            a Kafka-style broker speaking the Kafka protocol) or
+                                            ``broker`` (a broker that observes the quorum: it
+                                            fetches the metadata log, never votes), required
 ``controller.quorum.voters``                ``1@host:port,2@host:port,…`` (the controller
-                                            listeners of every voter), required
-``listeners``                               ``CONTROLLER://host:port,CLIENT://host:port``: the
-                                            controller listener (raft RPCs) and exactly one other
-                                            listener for KV clients, admin requests and (with
-                                            the broker role) Kafka clients, required
+                                            listeners of every voter), required. Lists every node
+                                            with the controller role and no broker-only node
+``listeners``                               with the controller role
+                                            ``CONTROLLER://host:port,CLIENT://host:port``: the
+                                            controller listener (raft RPCs and the node-to-node
+                                            broker requests) and exactly one other listener for
+                                            KV clients, admin requests and (with the broker role)
+                                            Kafka clients; broker-only
+                                            ``BROKER://host:port,CLIENT://host:port``: the
+                                            inter-broker listener (replica fetches and transaction
+                                            markers from other brokers) and the client listener,
+                                            no controller listener (Kafka's rule), required
 ``advertised.listeners``                    ``CLIENT://host:port`` given to Kafka clients in
                                             Metadata (default: the client listener; a wildcard
-                                            host is replaced by this node's voter host)
+                                            host is replaced by this node's voter host, or on a
+                                            broker-only node its inter-broker host); a broker-only
+                                            node may add ``BROKER://host:port``, registered with
+                                            the controller for other brokers (default: the
+                                            inter-broker listener, which then needs a concrete host)
 ``controller.listener.names``               name of the controller listener (default CONTROLLER)
+``inter.broker.listener.name``              name of a broker-only node's inter-broker listener
+                                            (default BROKER; Kafka's default is PLAINTEXT). Brokers
+                                            learn each other's inter-broker endpoint from the
+                                            registrations in the metadata log; a combined node
+                                            registers its controller listener
 ``log.dirs``                                one directory for quorum-state, the log and events
 ``cluster.id``                              carried by every raft request; a node of another cluster
                                             is answered INCONSISTENT_CLUSTER_ID. Also the cluster id
@@ -100,6 +118,7 @@ __all__ = [
 
 MAX_INT = 2**31 - 1
 CLOCK_SOURCES = ("wall", "monotonic")
+WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 
 
 class ConfigError(ValueError):
@@ -125,7 +144,7 @@ class NodeConfig:
 
     node_id: int
     voters: Mapping[int, Endpoint]
-    controller_listener: Endpoint
+    controller_listener: Endpoint | None  # None on a broker-only node
     client_listener: Endpoint
     log_dir: Path
     raft: RaftConfig = field(default_factory=RaftConfig)
@@ -144,6 +163,9 @@ class NodeConfig:
     shutdown_timeout_ms: int = 1000
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     advertised_listener: Endpoint | None = None
+    inter_broker_listener: Endpoint | None = None  # a broker-only node's listener for other nodes' requests
+    inter_broker_listener_name: str = "BROKER"
+    advertised_inter_broker: Endpoint | None = None  # where other brokers reach it (default: the listener)
     clock_source: str = "wall"  # what the core's timers read: "wall" or "monotonic" (CLOCK_SOURCES)
 
     @property
@@ -155,10 +177,24 @@ class NodeConfig:
         """True when the node runs the broker (``process.roles`` includes ``broker``)."""
         return "broker" in self.roles
 
+    @property
+    def is_controller(self) -> bool:
+        """True when the node is a quorum voter (``process.roles`` includes ``controller``)."""
+        return "controller" in self.roles
+
+    @property
+    def node_listener(self) -> Endpoint:
+        """The listener for other nodes' requests: the controller listener (raft RPCs and, on a combined
+        node, broker-to-broker requests) or, on a broker-only node, the inter-broker listener."""
+        listener = self.controller_listener if self.is_controller else self.inter_broker_listener
+        assert listener is not None, "config_from_properties sets the listener of the node's roles"
+        return listener
+
 
 _DEFAULTS: dict[str, str] = {
     "cluster.id": DEFAULT_CLUSTER_ID,
     "controller.listener.names": "CONTROLLER",
+    "inter.broker.listener.name": "BROKER",
     "controller.quorum.election.timeout.ms": "1000",
     "controller.quorum.fetch.timeout.ms": "2000",
     "controller.quorum.election.backoff.max.ms": "1000",
@@ -342,9 +378,14 @@ def _roles(key: str, text: str) -> frozenset[str]:
     unknown = [r for r in roles if r not in ("controller", "broker")]
     if unknown or not roles:
         raise ConfigError(key, f"expected controller and/or broker, got {text!r}")
-    if "controller" not in roles:
-        raise ConfigError(key, "broker-only nodes are not supported yet: include controller")
     return frozenset(roles)
+
+
+def _listener_name(key: str, text: str) -> str:
+    name = text.strip().upper()
+    if not re.fullmatch(r"[A-Z][A-Z0-9_]*", name):
+        raise ConfigError(key, f"expected one listener name, got {name!r}")
+    return name
 
 
 def _bugs(key: str, text: str) -> frozenset[str]:
@@ -368,25 +409,57 @@ def config_from_properties(props: Mapping[str, str]) -> NodeConfig:
     node_id = _int("node.id", p["node.id"])
     roles = _roles("process.roles", p["process.roles"])
     voters = _voters("controller.quorum.voters", p["controller.quorum.voters"])
-    if node_id not in voters:
-        raise ConfigError("controller.quorum.voters", f"does not list this node (node.id={node_id})")
-
-    controller_name = p["controller.listener.names"].strip().upper()
-    if not re.fullmatch(r"[A-Z][A-Z0-9_]*", controller_name):
-        raise ConfigError("controller.listener.names", f"expected one listener name, got {controller_name!r}")
-    listeners = _listeners("listeners", p["listeners"])
-    if controller_name not in listeners:
-        raise ConfigError("listeners", f"no {controller_name} listener (e.g. {controller_name}://127.0.0.1:9093)")
-    others = [name for name in listeners if name != controller_name]
-    if len(others) != 1:
-        raise ConfigError("listeners", "need exactly one client listener besides the controller one (CLIENT://…)")
-    controller = listeners[controller_name]
-    if controller.port != voters[node_id].port:
+    is_controller = "controller" in roles
+    if is_controller and node_id not in voters:
         raise ConfigError(
-            "listeners",
-            f"the {controller_name} port {controller.port} differs from this node's entry "
-            f"in controller.quorum.voters ({voters[node_id]})",
+            "controller.quorum.voters", f"does not list this node (node.id={node_id}), which has the controller role"
         )
+    if not is_controller and node_id in voters:
+        raise ConfigError(
+            "controller.quorum.voters",
+            f"lists this broker-only node (node.id={node_id}): a broker is an observer, "
+            "only nodes with the controller role vote",
+        )
+
+    controller_name = _listener_name("controller.listener.names", p["controller.listener.names"])
+    inter_broker_name = _listener_name("inter.broker.listener.name", p["inter.broker.listener.name"])
+    if inter_broker_name == controller_name:
+        raise ConfigError(
+            "inter.broker.listener.name", f"must differ from controller.listener.names ({controller_name})"
+        )
+    listeners = _listeners("listeners", p["listeners"])
+    controller: Endpoint | None = None
+    inter_broker: Endpoint | None = None
+    if is_controller:
+        # a controller (alone or combined) serves raft and broker-to-broker requests on its controller listener
+        node_name = controller_name
+        if controller_name not in listeners:
+            raise ConfigError("listeners", f"no {controller_name} listener (e.g. {controller_name}://127.0.0.1:9093)")
+        controller = listeners[controller_name]
+        if controller.port != voters[node_id].port:
+            raise ConfigError(
+                "listeners",
+                f"the {controller_name} port {controller.port} differs from this node's entry "
+                f"in controller.quorum.voters ({voters[node_id]})",
+            )
+    else:
+        node_name = inter_broker_name
+        if controller_name in listeners:
+            raise ConfigError("listeners", f"a broker-only node has no {controller_name} listener (it does not vote)")
+        if inter_broker_name not in listeners:
+            raise ConfigError(
+                "listeners",
+                f"a broker-only node needs the inter-broker listener {inter_broker_name} "
+                f"(e.g. {inter_broker_name}://10.0.0.5:9091)",
+            )
+        inter_broker = listeners[inter_broker_name]
+    others = [name for name in listeners if name != node_name]
+    if len(others) != 1:
+        raise ConfigError(
+            "listeners", f"need exactly one client listener besides the {node_name} one (CLIENT://…), got {others}"
+        )
+    if others[0] in (controller_name, inter_broker_name):
+        raise ConfigError("listeners", f"{others[0]} cannot be the client listener of a {','.join(sorted(roles))} node")
 
     dirs = [d.strip() for d in p["log.dirs"].split(",") if d.strip()]
     if len(dirs) != 1:
@@ -418,14 +491,25 @@ def config_from_properties(props: Mapping[str, str]) -> NodeConfig:
     except ValueError as exc:
         key, _, message = str(exc).partition(": ")
         raise ConfigError(key if key in BROKER_KEYS else None, message if key in BROKER_KEYS else str(exc)) from None
-    advertised = None
+    adv: dict[str, Endpoint] = {}
     if p["advertised.listeners"].strip():
         adv = _listeners("advertised.listeners", p["advertised.listeners"])
-        if list(adv) != [others[0]]:
-            raise ConfigError("advertised.listeners", f"expected exactly {others[0]}://host:port")
-        advertised = adv[others[0]]
-        if advertised.port == 0 or advertised.host in ("0.0.0.0", "::"):
-            raise ConfigError("advertised.listeners", "needs a concrete host and port")
+        allowed = [others[0]] if is_controller else [inter_broker_name, others[0]]
+        if not adv or any(name not in allowed for name in adv):
+            raise ConfigError(
+                "advertised.listeners", f"expected {' and/or '.join(f'{n}://host:port' for n in allowed)}"
+            )
+        for endpoint in adv.values():
+            if endpoint.port == 0 or endpoint.host in WILDCARD_HOSTS:
+                raise ConfigError("advertised.listeners", "needs a concrete host and port")
+    advertised = adv.get(others[0])
+    advertised_inter_broker = adv.get(inter_broker_name)
+    if inter_broker is not None and advertised_inter_broker is None and inter_broker.host in WILDCARD_HOSTS:
+        raise ConfigError(
+            "advertised.listeners",
+            f"the {inter_broker_name} listener binds a wildcard host: advertise {inter_broker_name}://host:port "
+            "(the address other nodes reach this broker at)",
+        )
     idle_ms = _int("connections.max.idle.ms", p["connections.max.idle.ms"], -1)
     if idle_ms == 0:
         raise ConfigError("connections.max.idle.ms", "must be positive, or -1 (never)")
@@ -437,6 +521,9 @@ def config_from_properties(props: Mapping[str, str]) -> NodeConfig:
         node_id=node_id,
         voters=voters,
         controller_listener=controller,
+        inter_broker_listener=inter_broker,
+        inter_broker_listener_name=inter_broker_name,
+        advertised_inter_broker=advertised_inter_broker,
         client_listener=listeners[others[0]],
         log_dir=Path(dirs[0]),
         raft=raft,

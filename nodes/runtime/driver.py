@@ -1,8 +1,9 @@
 """The asyncio runtime driver: one node core on real sockets, files and clocks.
 
-The core is a :class:`~nodes.kv.KVNode` (``process.roles=controller``) or, when the roles include
-``broker``, a :class:`~nodes.broker.BrokerNode`: the same quorum and KV service plus the
-Kafka-style broker.
+The core is a :class:`~nodes.broker.BrokerNode`: the quorum, the KV service and the metadata
+controller, plus, when the roles include ``broker``, the Kafka-style broker. A controller-only node
+(``process.roles=controller``) registers no broker, serves no Kafka clients and opens no broker lanes;
+a broker-only node (``process.roles=broker``) is a raft observer outside the voter set.
 
 :class:`NodeDriver` feeds the sans-IO core its inputs (raft requests and responses from the
 network, client operations, timers, completed flushes) and applies the effects it returns **in
@@ -19,7 +20,7 @@ order** (``nodes/raft/effects.py``):
   drains with at most one request in flight and a request timeout; the response is handed back
   to ``core.handle``. A request lost to a timeout or disconnect is dropped: the core retries on
   its own timers;
-* ``Committed`` — the register machine is already updated inside KVNode; the driver records the
+* ``Committed`` — the register machine is already updated inside the core; the driver records the
   high watermark for the committed-log dump; ``ClientReply`` answers the client; ``Event`` is
   appended to ``events.jsonl`` with ``time`` from the wall clock (so clock faults show);
   ``Fatal`` stops the node.
@@ -35,9 +36,12 @@ stepped since the last one first fires the timers the step made due (``NodeDrive
 The driver's own plumbing (stale requests on a peer's queue) always uses the monotonic clock.
 
 Two listeners: the controller listener takes raft RPCs (Kafka-framed, api keys from
-``nodes.raft.API_KEYS``, body ``nodes.raft.encode(message)``) and, on a broker, the node-to-node
-broker messages (``brokerwire.py``: api keys 1100-1104); the client listener takes the KV and
-admin API of ``kvapi.py`` and, on a broker, the Kafka protocol (``kafka_service.py``).
+``nodes.raft.API_KEYS``, body ``nodes.raft.encode(message)``) and the node-to-node broker messages
+(``brokerwire.py``: api keys 1100-1111); a broker-only node has instead an inter-broker listener,
+which takes the broker messages only (replica fetches, transaction markers). Vote,
+BeginQuorumEpoch and EndQuorumEpoch are taken from voters only, Fetch also from observers. The
+client listener takes the KV and admin API of ``kvapi.py`` and, on a broker, the Kafka protocol
+(``kafka_service.py``).
 Malformed frames, unknown api keys and undecodable bodies close that connection only.
 
 Broker effects (``nodes/broker/effects.py``):
@@ -86,7 +90,7 @@ from ..broker import (
 )
 from ..effects import Dispatcher
 from ..kafka.versions import header_versions as kafka_header_versions
-from ..kv import ClientReply, CommandError, KVNode
+from ..kv import ClientReply, CommandError
 from ..raft import (
     API_KEYS,
     AppendLog,
@@ -119,7 +123,7 @@ from ..raft import (
 )
 from . import brokerwire
 from .client import ClientConfig, NetworkClient, NetworkError
-from .config import Endpoint, NodeConfig
+from .config import WILDCARD_HOSTS, Endpoint, NodeConfig
 from .kafka_service import KAFKA_API_KEYS, KafkaService
 from .kvapi import (
     ADMIN_DESCRIBE,
@@ -131,7 +135,7 @@ from .kvapi import (
     encode_json,
     encode_kv_reply,
 )
-from .lanes import LANES, lane_of, lane_timeout_ms
+from .lanes import CONTROLLER_LANES, lane_of, lane_timeout_ms
 from .partition_store import PartitionStore
 from .server import CloseConnection, Request, Server, ServerConfig
 from .storage import DataDir, EventLog, HighWatermarkFile, LogFile, QuorumStateFile, StorageError, format_dump
@@ -326,7 +330,7 @@ class NodeDriver:
         self.hw_file = HighWatermarkFile(directory)
         self.events = EventLog(directory)
         self.partitions = PartitionStore(directory, hold=hold, check_crc=check_crc)
-        self.core: KVNode | BrokerNode | None = None
+        self.core: BrokerNode | None = None
         self.kafka: KafkaService | None = KafkaService(self) if config.is_broker else None
         self.exit_code: int | None = None
         self.stopped = asyncio.Event()
@@ -334,6 +338,8 @@ class NodeDriver:
         self._controller_server: Server | None = None
         self._client_server: Server | None = None
         timeout_s = config.raft.request_timeout_ms / 1000
+        # the voters' controller listeners (set_voter_address may move them before start)
+        self._voter_addresses = {v: (e.host, e.port) for v, e in config.voters.items() if v != config.node_id}
         self.network = NetworkClient(
             ClientConfig(
                 client_id=f"raft-client-{config.node_id}",
@@ -343,7 +349,7 @@ class NodeDriver:
                 reconnect_backoff=0.05,
                 reconnect_backoff_max=1.0,
             ),
-            addresses={v: (e.host, e.port) for v, e in config.voters.items() if v != config.node_id},
+            addresses=dict(self._voter_addresses),
             rng=random.Random(self.rng.random()),
         )
         self.peers: dict[int, _Peer] = {
@@ -361,23 +367,13 @@ class NodeDriver:
                 reconnect_backoff=0.05,
                 reconnect_backoff_max=1.0,
             ),
-            addresses={
-                (v, lane): (e.host, e.port) for v, e in config.voters.items() if v != config.node_id for lane in LANES
-            },
+            addresses={},  # set per lane when a request goes out (_lane)
             rng=random.Random(self.rng.random()),
         )
-        self.lanes: dict[tuple[int, str], _BrokerLane] = (
-            {
-                (v, lane): _BrokerLane(
-                    self, v, self.broker_network, lane_timeout_ms(lane, config.broker) * 1_000_000, (v, lane)
-                )
-                for v in sorted(config.voters)
-                if v != config.node_id
-                for lane in LANES
-            }
-            if config.is_broker
-            else {}
-        )
+        # (node, lane) -> its connection, made on the first request: lanes to the controller go to a voter's
+        # controller listener, lanes to a broker to the inter-broker endpoint of its registration (_lane)
+        self.lanes: dict[tuple[int, str], _BrokerLane] = {}
+        self._started = False
         self._partition_flushes: set[asyncio.Task[None]] = set()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
@@ -436,7 +432,7 @@ class NodeDriver:
         }
         self._controller_server = Server(
             self._raft_handler,
-            ServerConfig(host=cfg.controller_listener.host, port=cfg.controller_listener.port, **common),
+            ServerConfig(host=cfg.node_listener.host, port=cfg.node_listener.port, **common),
         )
         self._client_server = Server(
             self._client_handler,
@@ -453,16 +449,15 @@ class NodeDriver:
         except OSError as exc:
             await self._close_servers()
             self._close_storage(sync=False)
-            raise StartupError(
-                f"cannot bind listeners {cfg.controller_listener} / {cfg.client_listener}: {exc}"
-            ) from None
+            raise StartupError(f"cannot bind listeners {cfg.node_listener} / {cfg.client_listener}: {exc}") from None
         (c_host, c_port), (k_host, k_port) = self._controller_server.addresses[0], self._client_server.addresses[0]
         self._bound = (Endpoint(c_host, c_port), Endpoint(k_host, k_port))
         self._opened = True
 
     @property
     def controller_address(self) -> Endpoint:
-        """Where the controller listener is bound (after :meth:`open`)."""
+        """Where the node-to-node listener is bound (after :meth:`open`): the controller listener, or a
+        broker-only node's inter-broker listener (``NodeConfig.node_listener``)."""
         assert self._bound is not None, "call open() first"
         return self._bound[0]
 
@@ -475,9 +470,8 @@ class NodeDriver:
     def set_voter_address(self, node_id: int, host: str, port: int) -> None:
         """Point raft traffic for ``node_id`` at ``host:port`` (before :meth:`start`)."""
         if node_id != self.node_id:
+            self._voter_addresses[node_id] = (host, port)
             self.network.set_address(node_id, host, port)
-            for lane in LANES:
-                self.broker_network.set_address((node_id, lane), host, port)
 
     @property
     def closing(self) -> bool:
@@ -490,9 +484,18 @@ class NodeDriver:
         if cfg.advertised_listener is not None:
             return cfg.advertised_listener
         bound = self.client_address
-        if bound.host in ("", "0.0.0.0", "::"):
-            return Endpoint(cfg.voters[self.node_id].host, bound.port)
+        if bound.host in WILDCARD_HOSTS:
+            host = cfg.voters[self.node_id].host if cfg.is_controller else self.inter_broker_advertised().host
+            return Endpoint(host, bound.port)
         return bound
+
+    def inter_broker_advertised(self) -> Endpoint:
+        """Where a broker-only node tells the controller other brokers reach it (after :meth:`open`): the
+        advertised inter-broker listener, else the bound one (config requires a concrete host then)."""
+        cfg = self.config
+        if cfg.advertised_inter_broker is not None:
+            return cfg.advertised_inter_broker
+        return self.controller_address
 
     def start(self) -> None:
         """Build the core from the recovered state and start it."""
@@ -501,31 +504,34 @@ class NodeDriver:
         cfg = self.config
         persisted, records, partition_logs = self._recovered
         self._recovered = None
-        if cfg.is_broker:
-            advertised = self.advertised()
-            self.core = BrokerNode(
-                cfg.node_id,
-                cfg.voters,
-                cfg.raft,
-                self.rng,
-                cfg.bugs,
-                broker_config=cfg.broker,
-                endpoint=(advertised.host, advertised.port),
-            )
-        else:
-            self.core = KVNode(cfg.node_id, cfg.voters, cfg.raft, self.rng, cfg.bugs)
+        advertised = self.advertised() if cfg.is_broker else Endpoint("", 0)
+        # a combined node registers no inter-broker endpoint: other brokers use its voter address
+        inter_broker = Endpoint("", 0) if cfg.is_controller else self.inter_broker_advertised()
+        self.core = BrokerNode(
+            cfg.node_id,
+            cfg.voters,
+            cfg.raft,
+            self.rng,
+            cfg.bugs,
+            broker_config=cfg.broker,
+            endpoint=(advertised.host, advertised.port),
+            inter_broker=(inter_broker.host, inter_broker.port),
+            broker=cfg.is_broker,
+        )
+        self._started = True
         for peer in (*self.peers.values(), *self.lanes.values()):
             peer.start()
         self.log.info(
-            "starting %s: roles %s, voters %s, controller %s, client %s, bugs %s",
+            "starting %s: roles %s, voters %s, %s %s, client %s, bugs %s",
             self.name,
             ",".join(sorted(cfg.roles)),
             ",".join(f"{v}@{e}" for v, e in sorted(cfg.voters.items())),
+            "controller" if cfg.is_controller else "inter-broker",
             self.controller_address,
             self.client_address,
             sorted(cfg.bugs) or "none",
         )
-        if isinstance(self.core, BrokerNode):
+        if cfg.is_broker:
             # partition logs that lost a range: reported with the registration (controller.py)
             damaged = self.partitions.damaged()
             if damaged:
@@ -535,7 +541,7 @@ class NodeDriver:
             start = functools.partial(self.core.start, damaged=damaged)
             self._call(start, persisted, records, partition_logs)
         else:
-            self._call(self.core.start, persisted, records)
+            self._call(self.core.start, persisted, records, {})
 
     def request_stop(self, graceful: bool = True) -> None:
         """Begin shutting down (e.g. from a signal handler); ``stopped`` is set when done."""
@@ -722,7 +728,7 @@ class NodeDriver:
         claimed = brokerwire.source_of(message)
         if (
             not is_broker_request(message)
-            or src not in self.config.voters
+            or src < 0  # any other node id: broker-only nodes are not in the voter set
             or src == self.node_id
             or (claimed is not None and claimed != src)
         ):
@@ -758,9 +764,15 @@ class NodeDriver:
                 "controller listener: api key %d carries %s, closing", request.api_key, type(message).__name__
             )
             raise CloseConnection
+        if not self.config.is_controller:
+            self.log.info("inter-broker listener: %s on a broker-only node, closing", type(message).__name__)
+            raise CloseConnection
         src = _source(message)
-        if src is not None and (src not in self.config.voters or src == self.node_id):
-            self.log.info("controller listener: %s from unknown node %s, closing", type(message).__name__, src)
+        # observers (broker-only nodes, outside the voter set) fetch; only a voter may ask for or give votes and
+        # begin or end an epoch
+        from_observer_ok = isinstance(message, FetchRequest)
+        if src is not None and (src == self.node_id or (src not in self.config.voters and not from_observer_ok)):
+            self.log.info("controller listener: %s from non-voter %s, closing", type(message).__name__, src)
             raise CloseConnection
         core = self.core
         if core is None or self._closing:
@@ -879,7 +891,7 @@ class NodeDriver:
         self.hw_file.store(effect.high_watermark)
 
     def on_reply(self, effect: Reply) -> None:
-        # only a bare RaftNode answers appends with a Reply; this driver runs KVNode and BrokerNode cores
+        # only a bare RaftNode answers appends with a Reply; this driver runs BrokerNode cores
         self.log.warning("dropping a raft Reply to %r: no caller of append", effect.request_id)
 
     def on_client_reply(self, effect: ClientReply) -> None:
@@ -939,9 +951,9 @@ class NodeDriver:
                     slot.future.set_exception(CloseConnection())
             return
         if isinstance(message, BROKER_REQUESTS):
-            lane = self.lanes.get((effect.dst, lane_of(message)))
+            lane = self._lane(effect.dst, lane_of(message))
             if lane is None:
-                self.log.warning("dropping %s to unknown node %s", type(message).__name__, effect.dst)
+                self.log.warning("dropping %s to node %s: no known address", type(message).__name__, effect.dst)
             else:
                 lane.put(self.monotonic(), message)
             return
@@ -953,6 +965,30 @@ class NodeDriver:
             self.log.warning("dropping %s to unknown node %s", type(effect.message).__name__, effect.dst)
             return
         peer.put(self.monotonic(), effect.message)
+
+    def _lane(self, dst: int, lane: str) -> _BrokerLane | None:
+        """The connection for broker requests of ``lane`` to ``dst``, pointed at its current address: a voter's
+        controller listener for the controller lanes; for the broker lanes the inter-broker endpoint ``dst``
+        registered (in this node's metadata image), else its voter address (a combined node registers none).
+        None when ``dst`` has no address, or on a node without the broker role."""
+        if not self.config.is_broker or dst == self.node_id:
+            return None
+        address = self._voter_addresses.get(dst)
+        if lane not in CONTROLLER_LANES and isinstance(self.core, BrokerNode):
+            reg = self.core.image.brokers.get(dst)
+            if reg is not None and reg.inter_broker_host:
+                address = (reg.inter_broker_host, reg.inter_broker_port)
+        if address is None:
+            return None
+        key = (dst, lane)
+        self.broker_network.set_address(key, *address)  # moves (and reconnects) only when it changed
+        peer = self.lanes.get(key)
+        if peer is None:
+            timeout_ns = lane_timeout_ms(lane, self.config.broker) * 1_000_000
+            peer = self.lanes[key] = _BrokerLane(self, dst, self.broker_network, timeout_ns, key)
+            if self._started:
+                peer.start()
+        return peer
 
     def _reply(self, reply: ClientReply) -> None:
         future = self._client_ops.pop(reply.request_id, None)
@@ -1014,7 +1050,9 @@ class NodeDriver:
             "name": self.name,
             "pid": os.getpid(),
             "bugs": sorted(cfg.bugs),
-            "controller": str(self.controller_address) if self._opened else None,
+            "roles": sorted(cfg.roles),
+            "controller": str(self.controller_address) if self._opened and cfg.is_controller else None,
+            "inter_broker": str(self.controller_address) if self._opened and not cfg.is_controller else None,
             "client": str(self.client_address) if self._opened else None,
             "voters": {str(v): str(e) for v, e in sorted(cfg.voters.items())},
         }
@@ -1024,7 +1062,7 @@ class NodeDriver:
             return doc
         doc.update(core.raft.status())
         doc["committed_end"] = self.committed_end()
-        if isinstance(core, BrokerNode):
+        if isinstance(core, BrokerNode) and cfg.is_broker:
             raft_keys = set(core.raft.status())
             doc["broker"] = {
                 "advertised": str(self.advertised()),

@@ -4,7 +4,9 @@ Raft requests go one voter at a time on one connection; broker requests on one o
 *lanes* per destination: ``replication`` (follower fetches, which park on the leader),
 ``control`` (registration, heartbeats, AlterPartition), ``forward`` (CreateTopics to the
 active controller) and ``txn`` (WriteTxnMarkers, which wait for the markers' replication and
-must not hold up heartbeats). A request with no answer within its connection's timeout resets that
+must not hold up heartbeats). ``control`` and ``forward`` go to the active controller (a voter's
+controller listener); ``replication`` and ``txn`` go to another broker (the inter-broker endpoint it
+registered). A request with no answer within its connection's timeout resets that
 connection, and whatever it still carried is lost. The runtime driver sizes its connections
 from here, and the simulator's TCP-like links hold a message across a partition for as long.
 """
@@ -27,6 +29,7 @@ from ..broker.messages import (
 from ..raft import RaftConfig
 
 LANES = ("replication", "control", "forward", "txn")
+CONTROLLER_LANES = frozenset({"control", "forward"})  # to the active controller; the others to a broker
 
 
 def lane_of(message: Any) -> str:

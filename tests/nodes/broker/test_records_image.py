@@ -27,7 +27,16 @@ ids = st.integers(0, 1000)
 id_tuples = st.lists(ids, min_size=1, max_size=4).map(tuple)
 maybe_id_tuples = st.lists(ids, max_size=3).map(tuple)
 records = st.one_of(
-    st.builds(RegisterBrokerRecord, ids, ids, st.integers(0, 2**62), st.text(max_size=5), st.integers(0, 65535)),
+    st.builds(
+        RegisterBrokerRecord,
+        ids,
+        ids,
+        st.integers(0, 2**62),
+        st.text(max_size=5),
+        st.integers(0, 65535),
+        st.text(max_size=5),
+        st.integers(0, 65535),
+    ),
     st.builds(FenceBrokerRecord, ids, ids),
     st.builds(UnfenceBrokerRecord, ids, ids),
     st.builds(
@@ -50,6 +59,18 @@ def test_metadata_payload_round_trips_and_is_never_a_register_command(batch):
     assert decode_metadata(payload) == tuple(batch)
     with pytest.raises(CommandError):
         decode_command(payload)
+
+
+def test_a_registration_carries_the_inter_broker_endpoint_only_when_there_is_one():
+    """A broker-only node registers where other brokers reach it; a combined node's record is unchanged."""
+    plain = encode_metadata([RegisterBrokerRecord(1, 0, 7, "h", 9092)])
+    assert b"inter_broker" not in plain
+    assert plain == encode_metadata([RegisterBrokerRecord(1, 0, 7, "h", 9092, "", 0)])
+    image = MetadataImage()
+    payload = encode_metadata([RegisterBrokerRecord(4, 0, 7, "h", 9092, "b4", 9091)])
+    image.apply(Record(0, 1, payload))
+    reg = image.brokers[4]
+    assert (reg.host, reg.port, reg.inter_broker_host, reg.inter_broker_port) == ("h", 9092, "b4", 9091)
 
 
 @given(st.sampled_from(["read", "write", "cas"]), st.text(max_size=5), st.integers())

@@ -279,3 +279,65 @@ def test_clock_source_is_wall_by_default_and_validated() -> None:
     with pytest.raises(ConfigError) as e:
         config_from_properties(props(clock__source="tsc"))
     assert e.value.key == "clock.source" and "wall, monotonic" in str(e.value)
+
+
+BROKER_ONLY = {
+    "node.id": "4",
+    "process.roles": "broker",
+    "controller.quorum.voters": "1@127.0.0.2:9093,2@127.0.0.3:9093,3@127.0.0.4:9093",
+    "listeners": "BROKER://127.0.0.5:9091,CLIENT://0.0.0.0:9092",
+    "log.dirs": "/var/lib/kraftwerk",
+}
+
+
+def test_broker_only_node() -> None:
+    c = config_from_properties(BROKER_ONLY)
+    assert c.roles == {"broker"} and c.is_broker and not c.is_controller
+    assert c.controller_listener is None
+    assert c.inter_broker_listener == c.node_listener == Endpoint("127.0.0.5", 9091)
+    assert c.client_listener == Endpoint("0.0.0.0", 9092) and c.client_listener_name == "CLIENT"
+    assert c.advertised_inter_broker is None and c.advertised_listener is None
+    named = config_from_properties(
+        {**BROKER_ONLY, "inter.broker.listener.name": "replication", "listeners": "REPLICATION://:1,PLAIN://:2"}
+        | {"advertised.listeners": "REPLICATION://b4.example:1,PLAIN://b4.example:2"}
+    )
+    assert named.inter_broker_listener_name == "REPLICATION" and named.client_listener_name == "PLAIN"
+    assert named.advertised_inter_broker == Endpoint("b4.example", 1)
+    assert named.advertised_listener == Endpoint("b4.example", 2)
+    combined = config_from_properties(props())
+    assert combined.node_listener == combined.controller_listener and combined.inter_broker_listener is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "key", "fragment"),
+    [
+        ({"controller.quorum.voters": "1@a:1,4@127.0.0.5:9091"}, "controller.quorum.voters", "broker-only"),
+        ({"listeners": "CONTROLLER://127.0.0.5:9093,CLIENT://:9092"}, "listeners", "no CONTROLLER listener"),
+        ({"listeners": "BROKER://127.0.0.5:9091,CONTROLLER://:1,CLIENT://:2"}, "listeners", "no CONTROLLER"),
+        ({"listeners": "CLIENT://127.0.0.5:9092"}, "listeners", "inter-broker listener BROKER"),
+        ({"listeners": "BROKER://127.0.0.5:9091"}, "listeners", "exactly one client listener"),
+        ({"listeners": "BROKER://:9091,CLIENT://:9092"}, "advertised.listeners", "wildcard"),
+        ({"advertised.listeners": "BROKER://0.0.0.0:9091"}, "advertised.listeners", "concrete host"),
+        ({"advertised.listeners": "OTHER://h:1"}, "advertised.listeners", "BROKER://host:port and/or"),
+        ({"inter.broker.listener.name": "controller"}, "inter.broker.listener.name", "must differ"),
+        ({"inter.broker.listener.name": "A,B"}, "inter.broker.listener.name", "one listener name"),
+    ],
+)
+def test_broker_only_rules_name_the_key(changes: dict[str, str], key: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        config_from_properties({**BROKER_ONLY, **changes})
+    assert err.value.key == key and fragment in str(err.value), str(err.value)
+
+
+def test_controller_roles_need_a_voter_entry_and_no_broker_listener() -> None:
+    for roles in ("controller", "controller,broker"):
+        with pytest.raises(ConfigError) as err:
+            config_from_properties(props(node__id="4", process__roles=roles))
+        assert err.value.key == "controller.quorum.voters" and "controller role" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        config_from_properties(props(advertised__listeners="BROKER://h:9091"))
+    assert err.value.key == "advertised.listeners"
+    broker_listener = "CONTROLLER://127.0.0.3:9093,BROKER://127.0.0.3:9091,CLIENT://127.0.0.3:9092"
+    with pytest.raises(ConfigError) as err:
+        config_from_properties(props(listeners=broker_listener))
+    assert err.value.key == "listeners" and "exactly one client listener" in str(err.value)

@@ -20,7 +20,10 @@ from nodes.raft import (
     BeginQuorumEpochRequest,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
+    EndQuorumEpochRequest,
     Error,
+    FetchRequest,
+    FetchResponse,
     RaftConfig,
     VoteRequest,
     VoteResponse,
@@ -581,3 +584,44 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]
+
+
+def test_a_voter_answers_an_observers_fetch_and_refuses_its_vote(tmp_path: Path) -> None:
+    """Node 9 is outside the voter set (a broker-only node): the leader answers its Fetch and lists it as an
+    observer; a Vote, BeginQuorumEpoch or EndQuorumEpoch naming it closes the connection and changes nothing."""
+
+    async def body(c: Cluster) -> None:
+        leader = await c.wait_leader()
+        assert leader.core is not None
+        epoch = leader.core.raft.epoch
+        port = leader.controller_address.port
+        conn = ClientConnection(HOST, port)
+        try:
+            fetched = decode(
+                bytes(await conn.send(API_KEYS[FetchRequest], 0, encode(FetchRequest(epoch, 9, 0, 0))) or b"")
+            )
+            described = decode(
+                bytes(await conn.send(API_KEYS[DescribeQuorumRequest], 0, encode(DescribeQuorumRequest())) or b"")
+            )
+        finally:
+            await conn.close()
+        assert isinstance(fetched, FetchResponse) and fetched.error is Error.NONE
+        assert isinstance(described, DescribeQuorumResponse)
+        assert [o.replica_id for o in described.observers] == [9]
+        assert {v.replica_id for v in described.voters} == {1, 2, 3}
+        for request in (
+            VoteRequest(epoch + 5, 9, epoch, 10**6),
+            BeginQuorumEpochRequest(epoch + 5, 9),
+            EndQuorumEpochRequest(epoch, 9, ()),
+        ):
+            conn = ClientConnection(HOST, port)
+            try:
+                with pytest.raises(DisconnectedError):
+                    await conn.send(API_KEYS[type(request)], 0, encode(request), timeout=2)
+            finally:
+                await conn.close()
+        assert leader.core.raft.is_leader and leader.core.raft.epoch == epoch
+        async with c.kv() as kv:
+            assert (await kv.write("k", "still leading")).type == "ok"
+
+    with_cluster(tmp_path, body)
