@@ -246,7 +246,7 @@ class TestSpec:
         shape = self.shape
         problem = shape.problem()
         if problem or not shape.separate:
-            return problem
+            return problem  # the default shape: as before the option (--nodes 1 --nemesis disk included)
         if api != "kafka":
             return (
                 f"--controllers: --workload {self.workload} has no brokers (its clients need every node to be a "
@@ -254,6 +254,11 @@ class TestSpec:
             )
         if self.db != _default("db"):
             return f"--controllers: only our nodes (--db {_default('db')}) can be laid out in roles, not --db {self.db}"
+        if shape.controllers == 1 and "disk" in self.nemeses:
+            return (
+                "--controllers 1 --nemesis disk: a single controller's metadata log has no other copy, so a "
+                "flipped bit in it loses committed records whatever the nodes do (use 2 or more controllers)"
+            )
         brokers = len(shape.broker_names)
         rf = getattr(self.workload_options, "replication_factor", 1)
         if rf > brokers:

@@ -73,6 +73,7 @@ def test_default_shape_is_every_node_a_combined_voter_and_left_out_of_the_config
         ({"workload": "register", "controllers": 3}, "--controllers: --workload register has no brokers"),
         ({"workload": "queue", "controllers": 3}, "--replication-factor 3 needs 3 brokers"),
         ({"workload": "queue", "controllers": 2, "db": "etcd"}, "--controllers: only our nodes"),
+        ({"workload": "queue", "controllers": 1, "nemeses": ("disk",)}, "--controllers 1 --nemesis disk: a single"),
     ],
 )
 def test_bad_shapes_are_refused_naming_the_option(options: dict[str, Any], message: str) -> None:
@@ -234,3 +235,11 @@ def test_node_properties_default_shape_unchanged() -> None:
         props = _properties(db, "n2")
         assert props["process.roles"] == "controller,broker"
         assert props["controller.quorum.voters"] == "1@10.1.0.1:9093,2@10.1.0.2:9093,3@10.1.0.3:9093"
+
+
+def test_shrink_keeps_enough_nodes_for_the_shape() -> None:
+    from harness.tools.shrink import _runs_on
+
+    dedicated, combined = _spec("dedicated"), _spec("combined")
+    assert [n for n in range(3, 6) if _runs_on(dedicated, n)] == [5]  # three controllers and two brokers
+    assert [n for n in range(3, 6) if _runs_on(combined, n)] == [3, 4, 5]
