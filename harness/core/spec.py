@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from harness.core.phases import SETTLE
+from harness.core.shape import CONTROLLER_ROLES, DEDICATED, Shape
 from harness.core.streams import stream
 from harness.db import registry as dbs
 from harness.nemesis.partitions import KINDS
@@ -101,6 +102,19 @@ class TestSpec:
         parse=_partition_kinds,
     )
     nodes: int = option(5, "--nodes", "cluster size", metavar="N", always=True)
+    controllers: int = option(
+        0,
+        "--controllers",
+        "lay the cluster out as KRaft is deployed: n1..nN are the quorum's voters (controllers), the other nodes "
+        "broker-only observers of it (Kafka-API workloads, --db kraftwerk; default: every node a combined voter)",
+        metavar="N",
+    )
+    controller_roles: str = option(
+        DEDICATED,
+        "--controller-roles",
+        "with --controllers: dedicated (the controllers run no broker) or combined (they are brokers too)",
+        choices=CONTROLLER_ROLES,
+    )
     concurrency: int = option(10, "--concurrency", "client worker threads", metavar="N", always=True)
     time_limit: float = option(60.0, "--time-limit", "seconds of faults and load", metavar="S", always=True)
     interval: float = option(5.0, "--interval", "mean seconds between faults", metavar="S", always=True)
@@ -202,6 +216,9 @@ class TestSpec:
         if not 0 < self.rate <= 100_000:
             return f"--rate must be a positive number of operations per second, got {self.rate}"
         kind = workloads.kind(self.workload)
+        problem = self._shape_problem(kind.api)
+        if problem:
+            return problem
         problem = dbs.problem(
             self.db,
             self.backend,
@@ -220,6 +237,35 @@ class TestSpec:
             return "--backend ssh needs --ssh-hosts FILE"
         if self.backend not in ("sim", "ssh") and self.ssh_hosts:
             return "--ssh-hosts is only for --backend ssh"
+        return None
+
+    def _shape_problem(self, api: str) -> str | None:
+        """What is wrong with --controllers / --controller-roles for this workload and DB, or None. A workload
+        with no brokers (register) is refused: its clients talk to every node, and a broker-only observer
+        serves none of them."""
+        shape = self.shape
+        problem = shape.problem()
+        if problem or not shape.separate:
+            return problem  # the default shape: as before the option (--nodes 1 --nemesis disk included)
+        if api != "kafka":
+            return (
+                f"--controllers: --workload {self.workload} has no brokers (its clients need every node to be a "
+                "voter); it applies to Kafka-API workloads (queue)"
+            )
+        if self.db != _default("db"):
+            return f"--controllers: only our nodes (--db {_default('db')}) can be laid out in roles, not --db {self.db}"
+        if shape.controllers == 1 and "disk" in self.nemeses:
+            return (
+                "--controllers 1 --nemesis disk: a single controller's metadata log has no other copy, so a "
+                "flipped bit in it loses committed records whatever the nodes do (use 2 or more controllers)"
+            )
+        brokers = len(shape.broker_names)
+        rf = getattr(self.workload_options, "replication_factor", 1)
+        if rf > brokers:
+            return (
+                f"--replication-factor {rf} needs {rf} brokers; --controllers {shape.controllers} "
+                f"--controller-roles {shape.roles} leaves {brokers} of --nodes {self.nodes}"
+            )
         return None
 
     def _unreachable_bug(self) -> str | None:
@@ -257,6 +303,11 @@ class TestSpec:
     def checking(self) -> Any:
         """How this test's history is judged (`checkers.registry.Checking`), as its workload says."""
         return self.workload_options.checking()
+
+    @property
+    def shape(self) -> Shape:
+        """Which nodes are controllers and which are brokers (harness.core.shape)."""
+        return Shape(self.nodes, self.controllers, self.controller_roles)
 
     @property
     def restricted_partition_kinds(self) -> tuple[str, ...]:

@@ -97,6 +97,7 @@ def build(ctx: DBContext) -> Any:
         ports=ctx.ports,
         listen_any=ctx.listen_any,
         broker=brokers,
+        shape=ctx.shape,
         properties={**(broker_properties(ctx.workload.options()) if brokers else {}), **ctx.options.properties()},
     )
 

@@ -16,6 +16,11 @@ With `broker=True` (the queue workload, `kraftwerk cluster`) every node also run
 waits for every broker to be registered and unfenced, "leader" fault targets are the busiest
 partition leader, and `collect` first asks every running node for its committed partition
 batches (AdminDumpPartitions) and writes them to logs/partitions/<partition>/<node>.jsonl.
+
+With a `shape` laid out in roles (`--controllers N`, harness.core.shape) only the controllers are in
+controller.quorum.voters; each node's process.roles is `controller` (a dedicated controller),
+`controller,broker` (a combined one) or `broker` (a broker-only observer of the quorum), and readiness
+waits for the brokers only to be registered and unfenced.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import nodes
+from harness.core.shape import Shape
 from harness.db.base import DaemonDB, merge_events
 from harness.db.nodes_transport import NodesTransport
 from harness.db.protocol import ClusterNotReady, EnvSource
@@ -216,6 +222,7 @@ class NodeDB(DaemonDB):
         env: EnvSource | None = None,
         properties: Mapping[str, str] | None = None,
         broker: bool = False,
+        shape: Shape | None = None,
     ) -> None:
         super().__init__(hosts, env=env)
         for h in self.hosts:
@@ -227,11 +234,26 @@ class NodeDB(DaemonDB):
         self.listen_any = listen_any
         self.extra = dict(properties or {})
         self.broker = broker  # partition_logs: filled by collect (broker)
+        self.shape = shape if shape is not None and shape.separate else None  # None: every node a combined voter
 
     # ------------------------------------------------------------------ layout
     @staticmethod
     def node_id(h: Host) -> int:
         return int(h.name[1:])
+
+    def is_voter(self, h: Host) -> bool:
+        """Whether the node is in controller.quorum.voters (every node but in a shape laid out in roles)."""
+        return self.shape is None or self.shape.is_controller(self.node_id(h))
+
+    def roles(self, h: Host) -> str:
+        """The node's process.roles."""
+        if self.shape is None:
+            return "controller,broker" if self.broker else "controller"
+        return self.shape.process_roles(self.node_id(h), self.broker)
+
+    def broker_names(self) -> list[str]:
+        """The nodes that run the broker role (none without it)."""
+        return [h.name for h in self.hosts if "broker" in self.roles(h).split(",")]
 
     def controller_port(self, h: Host) -> int:
         return self.ports.get(h.name, (CONTROLLER_PORT, CLIENT_PORT))[0]
@@ -259,15 +281,34 @@ class NodeDB(DaemonDB):
         """Client listener of every node: {name: (address, port)}."""
         return {h.name: (h.address, self.client_port(h)) for h in self.hosts}
 
-    def properties(self, h: Host) -> str:
-        voters = ",".join(f"{self.node_id(x)}@{x.address}:{self.controller_port(x)}" for x in self.hosts)
+    def listeners(self, h: Host, roles: str) -> dict[str, str]:
+        """The node's listener settings for its `roles` (nodes/runtime/config.py). A node with the controller role
+        listens on CONTROLLER (raft, and other brokers' requests) and CLIENT (the workload's clients and the
+        harness's admin probes, which a controller-only node answers too); a broker-only node has no
+        CONTROLLER listener but a BROKER one (inter-broker requests) on the same port. A broker advertises its
+        CLIENT listener, and a broker-only node its BROKER one too (registered for the other brokers)."""
         bind = "0.0.0.0" if self.listen_any else h.address
+        node_port, client_port = self.controller_port(h), self.client_port(h)
+        roles_set = set(roles.split(","))
+        internal = "CONTROLLER" if "controller" in roles_set else "BROKER"
+        out = {"listeners": f"{internal}://{bind}:{node_port},CLIENT://{bind}:{client_port}"}
+        if "broker" in roles_set:
+            advertised = [f"CLIENT://{h.address}:{client_port}"]
+            if internal == "BROKER":
+                advertised.insert(0, f"BROKER://{h.address}:{node_port}")
+            out["advertised.listeners"] = ",".join(advertised)
+        return out
+
+    def properties(self, h: Host) -> str:
+        voters = ",".join(
+            f"{self.node_id(x)}@{x.address}:{self.controller_port(x)}" for x in self.hosts if self.is_voter(x)
+        )
+        roles = self.roles(h)
         props = {
             "node.id": str(self.node_id(h)),
-            "process.roles": "controller,broker" if self.broker else "controller",
+            "process.roles": roles,
             "controller.quorum.voters": voters,
-            "listeners": f"CONTROLLER://{bind}:{self.controller_port(h)},CLIENT://{bind}:{self.client_port(h)}",
-            **({"advertised.listeners": f"CLIENT://{h.address}:{self.client_port(h)}"} if self.broker else {}),
+            **self.listeners(h, roles),
             "log.dirs": self.data_dir(h),
             "kraftwerk.bugs": ",".join(self.bugs),
             "kraftwerk.seed": str((self.seed * 1009 + self.node_id(h)) % 2**31),
@@ -427,7 +468,7 @@ class NodeDB(DaemonDB):
         while time.monotonic() - started < timeout:
             statuses = await self.describe_all(timeout=1.0, names=names)
             leader = self.healthy(statuses)
-            if leader is not None and self.broker and not self.brokers_ready(statuses):
+            if leader is not None and self.broker and not self.brokers_ready(self._of_brokers(statuses)):
                 leader = None
             if leader is not None:
                 return leader, time.monotonic() - started
@@ -436,6 +477,11 @@ class NodeDB(DaemonDB):
             n: (None if s is None else {k: s.get(k) for k in ("role", "epoch", "leader")}) for n, s in statuses.items()
         }
         raise ClusterNotReady(f"no leader known to every node within {timeout:g}s: {summary}")
+
+    def _of_brokers(self, statuses: Mapping[str, dict[str, Any] | None]) -> dict[str, dict[str, Any] | None]:
+        """The statuses of the nodes that run the broker role."""
+        brokers = set(self.broker_names())
+        return {n: s for n, s in statuses.items() if n in brokers}
 
     @staticmethod
     def brokers_ready(statuses: Mapping[str, dict[str, Any] | None]) -> bool:
@@ -482,12 +528,13 @@ class NodeDB(DaemonDB):
         if len(leaders) != 1 or None in leaders:
             return False, f"no agreed leader yet ({sorted(map(str, leaders))})"
         if self.broker:
-            fenced = [n for n, s in statuses.items() if s and (s.get("broker") or {}).get("fenced", True)]
+            brokers = self._of_brokers(statuses)
+            fenced = [n for n, s in brokers.items() if s and (s.get("broker") or {}).get("fenced", True)]
             if fenced:
                 return False, f"broker(s) {fenced} not registered/unfenced yet"
-            for n in names:
+            for n in brokers:
                 md = metadata_at(*self.endpoints()[n])
-                if md is None or len(md.brokers) < len(self.hosts):
+                if md is None or len(md.brokers) < len(self.broker_names()):
                     return False, f"node {n} does not list every broker yet"
         return True, "ready"
 

@@ -47,6 +47,7 @@ class DBContext:
     options: Any  # this DB's options value (an instance of DBKind.options)
     nemeses: tuple[str, ...]  # the fault packages of the run
     cluster_id: str  # the backend's cluster id (unique per run)
+    shape: Any = None  # the cluster's layout in roles (harness.core.shape.Shape; None: every node a combined voter)
 
 
 @dataclass(frozen=True)

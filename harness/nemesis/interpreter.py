@@ -1,15 +1,18 @@
 """The nemesis interpreter: schedule events in, `Faults` port calls out, what to record back.
 
 The only place that understands schedule events (`harness.nemesis.schedule`) and resolves
-their targets: "leader" (through the leader the runtime names, see `needs_leader`), "all",
-node lists, and partition kinds (`harness.nemesis.partitions`). It keeps track of what is
+their targets: "leader" (through the leader the runtime names, see `needs_leader`),
+"active-controller" (the quorum leader the runtime names, see `needs_controller`), "all",
+"controllers" and "brokers" (the cluster's shape, `harness.core.shape`), node lists, and
+partition kinds (`harness.nemesis.partitions`). It keeps track of what is
 down, paused, cut, skewed and shaped, so healing everything is the same on every runtime.
 The simulator (`harness.sim.cluster`) and the real runner (`harness.real.nemesis`) both
 drive their own `Faults` through one of these.
 
     nemesis = NemesisInterpreter(faults, ["n1", "n2", "n3"], random.Random("nemesis-run-1"))
     leader = current_leader() if nemesis.needs_leader(event) else None
-    applied = nemesis.apply(event, leader)   # Applied(recorded=history value, realised=schedule.json value)
+    controller = quorum_leader() if nemesis.needs_controller(event) else None
+    applied = nemesis.apply(event, leader, controller)   # Applied(recorded=history, realised=schedule.json)
     for event in nemesis.heal_events(packages): nemesis.apply(event)
 """
 
@@ -20,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.core.shape import ACTIVE_CONTROLLER, GROUPS
 from harness.nemesis import partitions
 from harness.nemesis.faults import DISK_FAULTS, Faults
 from harness.nemesis.partitions import Grudge
@@ -55,9 +59,18 @@ class Applied:
 class NemesisInterpreter:
     """Applies schedule events to a `Faults` port, resolving targets once; tracks what is in force."""
 
-    def __init__(self, faults: Faults, nodes: Sequence[str], rng: random.Random) -> None:
+    def __init__(
+        self,
+        faults: Faults,
+        nodes: Sequence[str],
+        rng: random.Random,
+        groups: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
         self.faults = faults
         self.names = list(nodes)
+        # the "controllers" and "brokers" targets (harness.core.shape.Shape.groups; default: every node is both)
+        self.groups = {g: list((groups or {}).get(g, self.names)) for g in GROUPS}
+        self._controller: str | None = None  # the active controller of the event being applied
         # draws for partitions whose shape is only known when they fire ("leader", or a kind without a grudge)
         self.rng = rng
         self.down: set[str] = set()
@@ -84,13 +97,27 @@ class NemesisInterpreter:
             return isinstance(value, Mapping) and "leader" in value
         return value == "leader"
 
+    @staticmethod
+    def needs_controller(event: Mapping[str, Any]) -> bool:
+        """Whether `apply` needs the active controller's name (the quorum leader) for this event."""
+        f, value = event["f"], event.get("value")
+        if f in ("start-packet", "start-disk"):
+            return isinstance(value, Mapping) and ACTIVE_CONTROLLER in (value.get("nodes"), value.get("peers"))
+        return value == ACTIVE_CONTROLLER
+
     def targets(self, spec: Any, leader: str | None) -> list[str]:
         """Node names for a target spec: "leader" (None: the leader) → the leader if one is known, else none;
-        "all" → every node; a name or a list of names → those (unknown names are a ValueError)."""
+        "active-controller" → the quorum leader given to `apply` if known, else none; "all" → every node;
+        "controllers", "brokers" → those of the cluster's shape; a name or a list of names → those (unknown
+        names are a ValueError)."""
         if spec == "leader" or spec is None:
             return [leader] if leader in self.names else []
+        if spec == ACTIVE_CONTROLLER:
+            return [self._controller] if self._controller in self.names else []
         if spec == "all":
             return list(self.names)
+        if isinstance(spec, str) and spec in self.groups:
+            return list(self.groups[spec])
         names = [spec] if isinstance(spec, str) else list(spec)
         unknown = [n for n in names if n not in self.names]
         if unknown:
@@ -125,8 +152,16 @@ class NemesisInterpreter:
         raise ValueError(f"start-partition needs a grudge or a partition kind, not {value!r}")
 
     # ------------------------------------------------------------------ events
-    def apply(self, event: Mapping[str, Any], leader: str | None = None) -> Applied:
-        """Apply one schedule event {"f", "value"}; `leader`: the current leader, when `needs_leader(event)`."""
+    def apply(self, event: Mapping[str, Any], leader: str | None = None, controller: str | None = None) -> Applied:
+        """Apply one schedule event {"f", "value"}; `leader`: the current leader, when `needs_leader(event)`;
+        `controller`: the active controller (quorum leader), when `needs_controller(event)`."""
+        self._controller = controller
+        try:
+            return self._apply(event, leader)
+        finally:
+            self._controller = None
+
+    def _apply(self, event: Mapping[str, Any], leader: str | None) -> Applied:
         f, value = event["f"], event.get("value")
         faults = self.faults
         if f == "start-partition":

@@ -3,7 +3,9 @@
 Each enabled fault package is a flip-flop (start, stop, start, …) with random
 intervals, as Jepsen's combined packages; packages overlap freely. The schedule
 is concrete data (`schedule.json`), so a run can be driven again without the
-random source; only `leader` targets are resolved when the fault fires.
+random source; only `leader` and `active-controller` targets are resolved when the fault fires. A cluster
+laid out in roles (`--controllers`, harness.core.shape) also draws the `controllers`, `brokers` and
+`active-controller` targets; the default layout draws exactly what it always did.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import random
 from collections.abc import Iterable
 from typing import Any
 
+from harness.core.shape import ACTIVE_CONTROLLER, BROKERS, CONTROLLERS
 from harness.core.streams import stream
 from harness.nemesis import partitions
 
@@ -64,8 +67,19 @@ def parse_nemeses(text: str) -> list[str]:
     return list(_parse_names(text, PACKAGES, "nemesis", none_ok=True, everything=ALL))
 
 
-def _targets(rng: random.Random, nodes: list[str]) -> list[str] | str:
-    """A node spec: one node, a minority, a majority, all, or the leader (resolved later)."""
+# with roles laid out apart: how often a kill or pause aims at the active controller, every controller, every
+# broker (cumulative), before the draw below
+ROLE_TARGETS = ((0.2, ACTIVE_CONTROLLER), (0.3, CONTROLLERS), (0.4, BROKERS))
+
+
+def _targets(rng: random.Random, nodes: list[str], roles: bool = False) -> list[str] | str:
+    """A node spec: one node, a minority, a majority, all, or the leader (resolved later); with `roles` (a cluster
+    whose controllers and brokers are apart) also the active controller, the controllers or the brokers."""
+    if roles:
+        r = rng.random()
+        for p, target in ROLE_TARGETS:
+            if r < p:
+                return target
     r = rng.random()
     n = len(nodes)
     if r < 0.4:
@@ -86,18 +100,20 @@ def parse_partition_kinds(text: str) -> tuple[str, ...]:
     return _parse_names(text, partitions.KINDS, "partition kind", none_ok=False)
 
 
-def _start_value(package: str, rng: random.Random, nodes: list[str], kinds: tuple[str, ...]) -> Any:
+def _start_value(
+    package: str, rng: random.Random, nodes: list[str], kinds: tuple[str, ...], roles: bool = False
+) -> Any:
     if package == "partition":
         kind = rng.choice(kinds)
         if kind == "leader":
             return {"kind": "leader"}
         return {"kind": kind, "grudge": partitions.make(kind, nodes, rng)}
     if package in ("kill", "pause"):
-        return _targets(rng, nodes)
+        return _targets(rng, nodes, roles)
     if package == "packet":
         return _packet_value(rng, nodes)
     if package == "disk":
-        return _disk_value(rng, nodes)
+        return _disk_value(rng, nodes, roles)
     # clock: bump some nodes by ±2^k ms (about 16 ms to 32 s), optionally with drift
     victims = sorted(rng.sample(nodes, rng.randint(1, len(nodes))), key=nodes.index)
     return {
@@ -118,14 +134,14 @@ PACKET_PARAMS = {
 }
 
 
-def _disk_value(rng: random.Random, nodes: list[str]) -> dict[str, Any]:
+def _disk_value(rng: random.Random, nodes: list[str], roles: bool = False) -> dict[str, Any]:
     """A disk fault: lost unsynced writes or a torn write on some nodes (a power loss may hit several at once),
     or a flipped bit on one node (the leader or another: bits rot on one disk at a time)."""
     fault = rng.choice(("lose-unsynced", "torn", "corrupt"))
     if fault == "corrupt":
         target: Any = "leader" if rng.random() < 0.4 else [rng.choice(nodes)]
     else:
-        target = _targets(rng, nodes)
+        target = _targets(rng, nodes, roles)
     return {"fault": fault, "nodes": target, "seed": rng.randrange(1 << 31)}
 
 
@@ -168,9 +184,11 @@ def generate(
     time_limit_s: float,
     interval_s: float = 5.0,
     partition_kinds: tuple[str, ...] = partitions.KINDS,
+    roles: bool = False,
 ) -> list[dict[str, Any]]:
     """The fault schedule for a run: events sorted by time ({"at": ns, "f", "value", "package"}).
-    Partitions are drawn from `partition_kinds` (Jepsen's partition targets)."""
+    Partitions are drawn from `partition_kinds` (Jepsen's partition targets); `roles`: the cluster's controllers
+    and brokers are apart (`Shape.separate`), so kills, pauses and disk faults also aim at the role targets."""
     rng = stream("nemesis", seed)
     end = int(time_limit_s * SECOND)
     events: list[dict[str, Any]] = []
@@ -182,7 +200,7 @@ def generate(
                 t = _leader_clock_fault(rng, events, t, end, interval_s)
                 t += int(rng.uniform(0.5, 1.5) * interval_s * SECOND)
                 continue
-            value = _start_value(package, rng, nodes, partition_kinds)
+            value = _start_value(package, rng, nodes, partition_kinds, roles)
             events.append({"at": t, "package": package, "f": start_f, "value": value})
             if package == "kill" and rng.random() < 0.5:
                 # a quick crash-restart: the node comes back while the cluster still remembers it

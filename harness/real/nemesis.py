@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from harness.nemesis.interpreter import Applied
@@ -41,12 +41,23 @@ class RunnerNemesis(RealNemesis):
         serving: Callable[[Sequence[str]], Awaitable[object]] | None = None,
         data_dir: Callable[[Host], str] | None = None,
         packet: PacketPart | None = None,
+        controller: LeaderSource | None = None,
+        groups: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         super().__init__(
-            hosts, daemons, rng=rng, packages=packages, partition=partition, data_dir=data_dir, packet=packet
+            hosts,
+            daemons,
+            rng=rng,
+            packages=packages,
+            partition=partition,
+            data_dir=data_dir,
+            packet=packet,
+            groups=groups,
         )
         self.packages = list(packages)
         self.find_leader = leader
+        # the active controller (the quorum leader), for "active-controller" targets (default: as `leader`)
+        self.find_controller = controller or leader
         # if given, a `start` completes only once the restarted nodes answer (awaited with their names)
         self.serving = serving
 
@@ -75,8 +86,9 @@ class RunnerNemesis(RealNemesis):
     async def apply(self, op: dict[str, Any]) -> Applied:
         """Apply one schedule event; (value for the history, resolved value for schedule.json)."""
         leader = await self.find_leader() if self.interpreter.needs_leader(op) else None
+        controller = await self.find_controller() if self.interpreter.needs_controller(op) else None
         loop = asyncio.get_running_loop()
-        applied = await loop.run_in_executor(None, self.interpreter.apply, op, leader)
+        applied = await loop.run_in_executor(None, self.interpreter.apply, op, leader, controller)
         if op["f"] in ("start", "stop-disk") and self.serving is not None and applied.recorded:
             await self.serving(list(applied.recorded))
         return applied

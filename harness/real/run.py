@@ -116,6 +116,7 @@ def make_db(args: TestSpec, backend: Backend, hosts: list[Host], workload: Workl
         options=args.db_options,
         nemeses=tuple(args.nemeses),
         cluster_id=backend.cluster_id,
+        shape=args.shape,
     )
     return dbs.kind(args.db).factory(context)
 
@@ -141,6 +142,8 @@ def make_nemesis(
         db.spec,
         args.nemeses,
         leader=db.partition_leader,  # the quorum leader, or the busiest partition leader of a DB with partitions
+        controller=db.leader,  # the quorum leader: the active controller
+        groups=args.shape.groups(),
         rng=stream("nemesis-run", args.seed),
         partition=backend.partition_nemesis(hosts) if cuts_links(args.nemeses) else None,
         packet=backend.packet_nemesis(hosts) if "packet" in args.nemeses else None,
@@ -205,7 +208,9 @@ class RealRuntime:
                 {"backend": spec.backend, "cluster": backend.cluster_id, "hosts": records},
             )
             self.log(f"{spec.backend} cluster {backend.cluster_id}: {len(hosts)} hosts in {stats['hosts-seconds']}s")
-            self.workload = spec.make_workload([h.name for h in hosts], self.phases.op_timeout)
+            # the clients talk to the nodes that serve them: the brokers (every node but in a dedicated layout)
+            serving = [h.name for h in hosts if h.name in spec.shape.broker_names]
+            self.workload = spec.make_workload(serving, self.phases.op_timeout)
             self.db, self.nemesis = assemble(spec, backend, hosts, self.workload, self.replay)
             self.progress.faults = self.nemesis.active
             stack.callback(self.nemesis.teardown)
@@ -319,7 +324,13 @@ class RealRuntime:
             main = self.replay(self._leader, dict(getattr(self.workload, "partition_leaders", {})))
         else:
             schedule = generate(
-                spec.seed, self.names, list(spec.nemeses), time_limit, spec.interval, spec.partition_kinds
+                spec.seed,
+                self.names,
+                list(spec.nemeses),
+                time_limit,
+                spec.interval,
+                spec.partition_kinds,
+                roles=spec.shape.separate,
             )
             main = gen.any_of(
                 client_phase(self.workload, time_limit, spec.rate),

@@ -5,6 +5,11 @@ The workload (`workloads.registry`: `register`, `queue`, …) is the one real ru
 same interpreter core; the nodes are KVNode cores, or BrokerNode cores when the workload speaks the
 Kafka API (a replicated topic, clients sending unique values and polling them back).
 
+The cluster's shape (`--controllers`, harness.core.shape) decides the voter set and each node's core: a
+combined voter (BrokerNode, or KVNode), a broker-only observer (BrokerNode outside the voter set), or a
+controller-only voter (`BrokerNode(broker=False)`, as a real `process.roles=controller` node of a Kafka workload
+runs); the workload's clients talk to the brokers.
+
 `Simulation` is the cluster: nodes, network, fault application, what a "leader" target means and when the
 cluster is ready. A test's phases (setup, main, heal, recovery, final reads) are run over it by
 `harness.core.run.run_test`, through `harness.sim.runtime.SimRuntime`, as on a real cluster.
@@ -167,9 +172,12 @@ class Simulation:
         self.partition_dumps: dict[str, dict[str, list[dict[str, Any]]]] = {}  # at the end, as partition_logs()
         self.node_ids = list(range(1, spec.nodes + 1))
         self.names = [f"n{i}" for i in self.node_ids]
+        self.shape = shape = spec.shape
+        self.voter_ids = shape.voter_ids  # the quorum's voters; any other node is an observer
         nodes_options = spec.db_options  # our nodes' own options (harness.db.kraftwerk.NodesOptions)
         config = replace(RAFT_CONFIG, lease_reads=nodes_options.lease_reads)
-        self.workload = spec.make_workload(self.names, PHASES.op_timeout)
+        # the clients talk to the nodes that serve them: the brokers (every node but in a dedicated layout)
+        self.workload = spec.make_workload(shape.broker_names, PHASES.op_timeout)
         brokers = self.workload.api == "kafka"
         topic = self.workload.options() if brokers else {}  # the topic defaults, as real brokers get them
         broker_config = BrokerConfig(
@@ -192,14 +200,15 @@ class Simulation:
                 if brokers:
                     return BrokerNode(
                         i,
-                        self.node_ids,
+                        self.voter_ids,
                         config,
                         core_rng,
                         spec.bugs,
                         broker_config=broker_config,
                         endpoint=(f"n{i}", 9092),
+                        broker=shape.is_broker(i),
                     )
-                return KVNode(i, self.node_ids, config, core_rng, spec.bugs)
+                return KVNode(i, self.voter_ids, config, core_rng, spec.bugs)
 
             self.nodes[i] = SimNode(
                 self,
@@ -221,10 +230,18 @@ class Simulation:
         self.schedule = (
             plan.schedule
             if plan.schedule is not None
-            else generate(seed, self.names, list(spec.nemeses), spec.time_limit, spec.interval, spec.partition_kinds)
+            else generate(
+                seed,
+                self.names,
+                list(spec.nemeses),
+                spec.time_limit,
+                spec.interval,
+                spec.partition_kinds,
+                roles=shape.separate,
+            )
         )
         self.faults = SimFaults(self.nodes.values(), self.net, self.sched, seed, restart_delay=plan.restart_delay)
-        self.nemesis = NemesisInterpreter(self.faults, self.names, stream("nemesis-run", seed))
+        self.nemesis = NemesisInterpreter(self.faults, self.names, stream("nemesis-run", seed), shape.groups())
 
     # ------------------------------------------------------------------ plumbing used by nodes/clients
     def _rng(self, name: str) -> random.Random:
@@ -315,7 +332,8 @@ class Simulation:
     def _fault(self, event: dict[str, Any]) -> None:
         """Apply a schedule event (harness.nemesis.interpreter) and record it in the history."""
         leader = self.fault_leader() if self.nemesis.needs_leader(event) else None
-        applied = self.nemesis.apply(event, leader)
+        controller = self.leader() if self.nemesis.needs_controller(event) else None
+        applied = self.nemesis.apply(event, leader, controller.name if controller is not None else None)
         self.recorder.record("nemesis", "info", event["f"], applied.recorded)
 
     def _heal_all(self) -> None:

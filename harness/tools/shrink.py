@@ -58,7 +58,7 @@ from dataclasses import replace
 from typing import Any
 
 from checkers.verdict import failing_key
-from harness.core.spec import SEED_SPACE, TestSpec, seed_after
+from harness.core.spec import SEED_SPACE, SpecError, TestSpec, seed_after
 from harness.core.streams import stream
 from harness.sim.cluster import SimPlan
 from harness.sim.runs import Checked, simulate
@@ -199,6 +199,15 @@ def _restrict(value: Any, names: set[str]) -> Any:
     return value
 
 
+def _runs_on(spec: TestSpec, nodes: int) -> bool:
+    """Whether `spec` is a test on `nodes` nodes (its workload's and its shape's needs met)."""
+    try:
+        replace(spec, nodes=nodes)
+    except SpecError:
+        return False
+    return True
+
+
 def build(
     base: Candidate,
     groups: list[list[dict[str, Any]]],
@@ -293,10 +302,9 @@ class Shrinker:
         self._started = time.monotonic()
         self.step = "fresh starts"  # the pass under way, for the progress lines
         spec = original.spec
-        # a quorum needs three nodes to lose one; a workload may need more (a topic: its replication factor)
-        self.fewest_nodes = next(
-            (n for n in range(3, spec.nodes + 1) if spec.workload_options.problem(n) is None), spec.nodes
-        )
+        # a quorum needs three nodes to lose one; a test may need more (a topic: its replication factor, on the
+        # brokers its --controllers leave)
+        self.fewest_nodes = next((n for n in range(3, spec.nodes + 1) if _runs_on(spec, n)), spec.nodes)
 
     def size(self, c: Checked) -> tuple[int, int, int, int]:
         """Fault events, operations, nodes, clients (what is reported)."""

@@ -195,6 +195,7 @@ class RealNemesis:
         packet_method: str = "auto",
         data_dir: Callable[[Host], str] | None = None,
         packet: PacketPart | None = None,
+        groups: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.faults = RealFaults(
             hosts,
@@ -207,7 +208,7 @@ class RealNemesis:
             packet=packet,
         )
         self.names = [h.name for h in hosts]
-        self.interpreter = NemesisInterpreter(self.faults, self.names, rng or random.Random(0))
+        self.interpreter = NemesisInterpreter(self.faults, self.names, rng or random.Random(0), groups)
         self.leader = leader
 
     # the parts, for callers that need one directly (clock env, rules, offsets)
