@@ -7,6 +7,12 @@ metadata image has got; a STALE_BROKER_EPOCH answer makes it register again. One
 flight at a time; an unanswered one is given up after ``request.timeout.ms``. Registrations
 name the partitions whose log was found damaged at start-up (``damaged``), so the controller
 takes this broker out of their ISR before it can lead them again.
+
+Kafka's lifecycle manager times its heartbeats on the monotonic clock; ours read the clock the node's
+timers read (``clock.source``), which a wall-clock step moves. A step back would leave the next
+heartbeat as far ahead as the step, and the controller would fence the silent broker while it still
+believes itself unfenced; so a deadline further ahead than any this manager sets is brought back
+(``_unstep``): heartbeats stay one interval apart across a step, as on the monotonic clock.
 """
 
 from __future__ import annotations
@@ -49,7 +55,17 @@ class BrokerLifecycle:
         self._announced = False  # heartbeat sent since our registration reached our own image
         self.damaged: tuple[TopicPartition, ...] = ()  # partition logs that lost a range (set at start)
 
+    def _unstep(self, now: int) -> None:
+        """Bring deadlines a backward clock step left too far ahead back within their longest period."""
+        self._next_at = min(self._next_at, now + self._longest_wait())
+        if self._inflight is not None:
+            self._inflight_until = min(self._inflight_until, now + self.config.request_timeout_ms * MS)
+
+    def _longest_wait(self) -> int:
+        return max(self.config.broker_heartbeat_interval_ms, 5 * RETRY_BACKOFF_MS) * MS
+
     def poll(self, now: int) -> None:
+        self._unstep(now)
         controller = self.host.controller_id()
         if self._inflight is not None:
             if now < self._inflight_until and controller == self._inflight_to:
@@ -114,6 +130,7 @@ class BrokerLifecycle:
             self._next_at = now + RETRY_BACKOFF_MS * MS
 
     def next_deadline(self) -> int | None:
+        self._unstep(self.host.now)
         if self._inflight is not None:
             return self._inflight_until
         if self.host.controller_id() is None:

@@ -59,11 +59,11 @@ def test_same_seed_same_history() -> None:
 
 
 def test_commit_stale_generation_is_caught() -> None:
-    verdict = run(11, time_limit=30, bugs=["commit-stale-generation"])  # caught on seeds 11 and 20 of 1-24
+    verdict = run(6, time_limit=30, bugs=["commit-stale-generation"])  # caught on seed 6 of 1-24
     assert verdict["valid"] is False
     bad = verdict["queue"]["bad-anomaly-types"]
     assert bad and set(bad) <= {"commit-regression", "stale-generation-commit"}, bad
-    assert run(11, time_limit=30)["valid"] is True  # the same seed without the bug
+    assert run(6, time_limit=30)["valid"] is True  # the same seed without the bug
 
 
 def test_coordinator_no_reload_is_caught() -> None:
