@@ -179,9 +179,10 @@ class ChaosCluster:
     # ------------------------------------------------------------------ what clients need
     @property
     def bootstrap_servers(self) -> str:
-        """``host:port,…`` of every node's client listener (kafka-python's ``bootstrap_servers``, librdkafka's
-        ``bootstrap.servers``)."""
-        return ",".join(f"{h.address}:{self.db.client_port(h)}" for h in self.db.hosts)
+        """``host:port,…`` of every broker's client listener (kafka-python's ``bootstrap_servers``, librdkafka's
+        ``bootstrap.servers``): the brokers, as ``cluster up`` prints them."""
+        brokers = set(self.db.broker_names())
+        return ",".join(f"{h.address}:{self.db.client_port(h)}" for h in self.db.hosts if h.name in brokers)
 
     def leader(self, topic: str | None = None, partition: int = 0) -> str | None:
         """The node that leads ``topic``'s ``partition`` now (Kafka Metadata), or without a topic the quorum
