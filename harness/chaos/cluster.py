@@ -28,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from harness.core.shape import Shape
 from harness.core.spec import SpecError, TestSpec
 from harness.db import registry as dbs
 from harness.db.nodes import NodeDB, metadata_at
@@ -115,6 +116,15 @@ class ChaosCluster:
         except ClusterError as e:
             raise ChaosError(str(e)) from None
         self = cls(doc["backend"], len(hosts), bugs=doc.get("bugs") or (), log=log, _left_running=Path(directory))
+        shape = Shape.from_record(doc.get("shape"), len(hosts))  # the "controllers"/"brokers" targets
+        workload = self.spec.workload_options  # no workload runs here: its replication factor need only fit
+        rf = min(workload.replication_factor, len(shape.broker_names))  # type: ignore[attr-defined]
+        self.spec = replace(
+            self.spec,
+            controllers=shape.controllers,
+            controller_roles=shape.roles,
+            workload_options=replace(workload, replication_factor=rf),
+        )
         if "clock" not in self.unavailable and not doc.get("faketime"):
             self.unavailable["clock"] = (
                 "this cluster's nodes run without libfaketime (it was not found at 'cluster up')"
@@ -169,9 +179,10 @@ class ChaosCluster:
     # ------------------------------------------------------------------ what clients need
     @property
     def bootstrap_servers(self) -> str:
-        """``host:port,…`` of every node's client listener (kafka-python's ``bootstrap_servers``, librdkafka's
-        ``bootstrap.servers``)."""
-        return ",".join(f"{h.address}:{self.db.client_port(h)}" for h in self.db.hosts)
+        """``host:port,…`` of every broker's client listener (kafka-python's ``bootstrap_servers``, librdkafka's
+        ``bootstrap.servers``): the brokers, as ``cluster up`` prints them."""
+        brokers = set(self.db.broker_names())
+        return ",".join(f"{h.address}:{self.db.client_port(h)}" for h in self.db.hosts if h.name in brokers)
 
     def leader(self, topic: str | None = None, partition: int = 0) -> str | None:
         """The node that leads ``topic``'s ``partition`` now (Kafka Metadata), or without a topic the quorum

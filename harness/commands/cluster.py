@@ -29,6 +29,7 @@ from pathlib import Path
 
 from harness.chaos import keeper
 from harness.core.argtypes import positive_float, positive_int
+from harness.core.shape import CONTROLLER_ROLES, DEDICATED, Shape
 from harness.nemesis.partitions import KINDS as PARTITION_KINDS
 from harness.real import cluster_local as local
 from harness.real import cluster_remote as remote
@@ -67,9 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up = sub.add_parser(
         "up",
         help="start a cluster and leave it running; print its bootstrap servers as JSON",
-        description="Start N combined controller+broker nodes, wait until a leader is elected and every broker "
-        "is registered, write DIR/cluster.json and print "
-        '{"bootstrap": "host:port,…", "nodes": [{"id", "host", "port"}, …]}.',
+        description="Start N nodes (combined controller+broker nodes, or laid out by --controllers as KRaft is "
+        "deployed), wait until a leader is elected and every broker is registered, write DIR/cluster.json and "
+        'print {"bootstrap": "host:port,…" (the brokers), "nodes": [{"id", "host", "port", "roles"}, …]}.',
         epilog="Local nodes bind 127.0.0.2…127.0.0.(N+1) (127.0.0.1 with distinct ports if those cannot be "
         "bound); docker nodes are containers (node image built if missing) and netns nodes network namespaces "
         "(root), each listening on its cluster address at 9092, reachable from this machine. "
@@ -84,6 +85,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the nodes run: local processes, docker containers or network namespaces",
     )
     up.add_argument("--nodes", type=positive_int, default=3, metavar="N", help="number of nodes (default 3)")
+    up.add_argument(
+        "--controllers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="n1..nN are the quorum's voters (controllers), the other nodes broker-only observers of it "
+        "(default: every node a combined voter); see docs/cluster-shapes.md",
+    )
+    up.add_argument(
+        "--controller-roles",
+        default=DEDICATED,
+        metavar="ROLES",
+        help=f"with --controllers: {' or '.join(CONTROLLER_ROLES)} (the controllers run no broker, or are brokers "
+        f"too); default {DEDICATED}",
+    )
     up.add_argument("--dir", required=True, type=Path, metavar="DIR", help="cluster directory (configs, data, logs)")
     up.add_argument("--bug", action="append", default=[], metavar="NAME", help="turn on a seeded bug (repeatable)")
     up.add_argument(
@@ -111,14 +127,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     kill = sub.add_parser(
         "kill",
-        help="SIGKILL one node, or the current leader of a partition",
-        description="SIGKILL a node of the cluster in DIR, chosen by id or as the leader of TOPIC:PARTITION "
-        '(from Kafka Metadata). Prints {"node", "pid", "killed"}.',
+        help="SIGKILL one node, the current leader of a partition, or the active controller",
+        description="SIGKILL a node of the cluster in DIR, chosen by id, as the leader of TOPIC:PARTITION "
+        "(from Kafka Metadata) or as the active controller (the quorum leader, from the nodes' AdminDescribe). "
+        'Prints {"node", "pid", "killed"}.',
     )
     kill.add_argument("--dir", required=True, type=Path, metavar="DIR")
     which = kill.add_mutually_exclusive_group(required=True)
     which.add_argument("--node", type=positive_int, metavar="ID", help="the node id")
     which.add_argument("--leader", type=_topic_partition, metavar="TOPIC:PARTITION", help="e.g. t:0")
+    which.add_argument("--controller", action="store_true", help="the active controller (the quorum leader; a voter)")
 
     start = sub.add_parser(
         "start",
@@ -312,6 +330,7 @@ def run(args: argparse.Namespace) -> int:
         return local.EXIT_BAD_INPUT
     if action in FAULT_VERBS:
         return _fault(args)
+    shape = Shape(args.nodes, args.controllers, args.controller_roles) if action == "up" else None
     try:
         if action == "up" and args.backend in remote.REMOTE_BACKENDS:
             if args.base_port is not None:
@@ -330,6 +349,7 @@ def run(args: argparse.Namespace) -> int:
                 timeout=args.timeout,
                 fresh=args.fresh,
                 say=_say,
+                shape=shape,
             )
         elif action == "up":
             result = local.up(
@@ -341,6 +361,7 @@ def run(args: argparse.Namespace) -> int:
                 timeout=args.timeout,
                 fresh=args.fresh,
                 say=_say,
+                shape=shape,
             )
         elif action == "down" and args.dir is None:
             if args.cluster is None:
@@ -348,7 +369,7 @@ def run(args: argparse.Namespace) -> int:
             result = remote.down_everything(args.cluster)
         elif action == "kill":
             mod = remote if remote.is_remote(args.dir) else local
-            result = mod.kill(args.dir, node_id=args.node, leader=args.leader)
+            result = mod.kill(args.dir, node_id=args.node, leader=args.leader, controller=args.controller)
         elif action == "start":
             mod = remote if remote.is_remote(args.dir) else local
             result = mod.start(args.dir, args.node, timeout=args.timeout)

@@ -88,6 +88,17 @@ class Shape:
     def broker_names(self) -> list[str]:
         return [f"n{i}" for i in range(1, self.nodes + 1) if self.is_broker(i)]
 
+    def record(self) -> dict[str, int | str]:
+        """The shape as a state file records it (``kraftwerk cluster``'s DIR/cluster.json "shape")."""
+        return {"nodes": self.nodes, "controllers": self.controllers, "roles": self.roles}
+
+    @classmethod
+    def from_record(cls, record: object, nodes: int) -> Shape:
+        """The shape a state file recorded (`record`); a file written before shapes existed: every node combined."""
+        if not isinstance(record, dict):
+            return cls(nodes)
+        return cls(nodes, int(record.get("controllers", 0)), str(record.get("roles", DEDICATED)))
+
     def groups(self) -> dict[str, list[str]]:
         """The node groups a nemesis target may name: {"controllers": [...], "brokers": [...]}."""
         return {CONTROLLERS: self.controller_names, BROKERS: self.broker_names}

@@ -187,14 +187,14 @@ def metadata_at(
         return None
 
 
-def not_rejoined(status: Mapping[str, Any] | None) -> str | None:
+def not_rejoined(status: Mapping[str, Any] | None, broker: bool = True) -> str | None:
     """Why a restarted node (its AdminDescribe status) has not rejoined yet; None once it has: it
-    answers, knows the leader and its broker is unfenced."""
+    answers, knows the leader and (if it runs the broker role) its broker is unfenced."""
     if status is None:
         return "no answer"
     if status.get("leader") is None:
         return "no leader known"
-    if (status.get("broker") or {}).get("fenced", True):
+    if broker and (status.get("broker") or {}).get("fenced", True):
         return "broker not unfenced yet"
     return None
 
@@ -540,7 +540,7 @@ class NodeDB(DaemonDB):
 
     def rejoined_now(self, name: str) -> str | None:
         """Why a restarted node has not rejoined yet (None once it has)."""
-        return not_rejoined(self.describe_now(name))
+        return not_rejoined(self.describe_now(name), broker=name in self.broker_names())
 
     def partition_leader_now(self, topic: str, partition: int, names: Iterable[str] | None = None) -> str:
         """The leader of (topic, partition) as the Metadata of `names` (default: every node) says, highest

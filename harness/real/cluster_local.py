@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.core.shape import Shape
 from harness.db.nodes import (
     BROKER_DEFAULTS,
     BUGS,
@@ -37,7 +38,19 @@ from harness.real.backends.base import BackendError, Host
 from harness.real.backends.local import LocalBackend
 from harness.real.faults.clock import ClockNemesis
 
-__all__ = ["LOCAL_DEFAULTS", "ClusterError", "LocalCluster", "clear_earlier", "down", "kill", "start", "up"]
+__all__ = [
+    "LOCAL_DEFAULTS",
+    "ClusterError",
+    "LocalCluster",
+    "active_controller",
+    "check_shape",
+    "clear_earlier",
+    "contract",
+    "down",
+    "kill",
+    "start",
+    "up",
+]
 
 STATE_FILE = "cluster.json"
 LOCAL_DEFAULTS = BROKER_DEFAULTS
@@ -72,6 +85,7 @@ class LocalCluster:
         seed: int = 0,
         broker: bool = True,
         clock_libs: Mapping[str, str] | None = None,
+        shape: Shape | None = None,
         _attach: list[dict[str, Any]] | None = None,
     ) -> None:
         self.directory = Path(directory).resolve()
@@ -87,7 +101,9 @@ class LocalCluster:
             env=self._env,
             properties=properties,
             broker=broker,
+            shape=shape,
         )
+        self.shape = shape if shape is not None else Shape(len(hosts))
         if _attach is None:
             self.db.setup()
 
@@ -100,6 +116,7 @@ class LocalCluster:
             bugs=doc.get("bugs", ()),
             properties=doc.get("settings"),
             clock_libs=doc.get("faketime") or {},
+            shape=Shape.from_record(doc.get("shape"), len(doc["hosts"])),
             _attach=doc["hosts"],
         )
 
@@ -174,8 +191,11 @@ class LocalCluster:
 
     def contract(self) -> dict[str, Any]:
         """The JSON object ``cluster up`` prints (docs/formats.md "cluster up output")."""
-        nodes_ = [{"id": i, "host": host, "port": port} for i, (host, port) in sorted(self.addresses().items())]
-        return {"bootstrap": ",".join(f"{n['host']}:{n['port']}" for n in nodes_), "nodes": nodes_}
+        listed = [
+            {"id": NodeDB.node_id(h), "host": h.address, "port": self.db.client_port(h), "roles": self.db.roles(h)}
+            for h in self.db.hosts
+        ]
+        return contract(listed)
 
     def describe(self, node_id: int, timeout: float = 1.0) -> dict[str, Any] | None:
         """A node's AdminDescribe status, or None (blocking)."""
@@ -247,12 +267,37 @@ class LocalCluster:
             "state": state,
             "hosts": [self.backend.record(h) for h in self.db.hosts],
             "faketime": self.clock.libs,
+            "shape": self.shape.record(),
             **extra,
         }
         path = self.directory / STATE_FILE
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, path)
+
+
+def contract(listed: list[dict[str, Any]]) -> dict[str, Any]:
+    """The JSON object ``cluster up`` prints (docs/formats.md "cluster up output") for every node's
+    {"id", "host", "port", "roles"}: ``bootstrap`` names the nodes with the broker role only."""
+    brokers = [n for n in listed if "broker" in str(n["roles"]).split(",")]
+    return {"bootstrap": ",".join(f"{n['host']}:{n['port']}" for n in brokers), "nodes": listed}
+
+
+def check_shape(shape: Shape) -> None:
+    """ClusterError (254) naming the option if ``--controllers``/``--controller-roles`` make no cluster."""
+    problem = shape.problem()
+    if problem:
+        raise ClusterError(problem, EXIT_BAD_INPUT)
+
+
+def active_controller(db: NodeDB, names: Iterable[str] | None = None) -> int:
+    """The quorum leader (the active controller) as the nodes `names` (default all) describe it; ClusterError
+    (255) if none leads."""
+    names = list(names) if names is not None else [h.name for h in db.hosts]
+    leader, _ = NodeDB.leader_of({n: db.describe_now(n) for n in names})
+    if leader is None:
+        raise ClusterError("--controller: no node leads the quorum right now")
+    return int(leader[1:])
 
 
 def load(directory: Path) -> dict[str, Any]:
@@ -324,11 +369,15 @@ def up(
     python: str = sys.executable,
     fresh: bool = False,
     say: Callable[[str], None] = to_stderr,
+    shape: Shape | None = None,
 ) -> dict[str, Any]:
-    """Start ``n`` nodes and wait (at most ``timeout`` s) until they form a working cluster.
+    """Start ``n`` nodes (laid out by ``shape``, default every node a combined voter) and wait (at most
+    ``timeout`` s) until they form a working cluster.
     Returns the JSON object of docs/formats.md "cluster up output". On failure every started node is killed.
     A directory that held an earlier cluster is refused unless ``fresh`` (`clear_earlier`)."""
     directory = Path(directory).resolve()
+    shape = shape if shape is not None else Shape(n)
+    check_shape(shape)
     bug_list = sorted(set(bugs))
     unknown = unknown_bugs(bug_list)
     if unknown:
@@ -351,7 +400,9 @@ def up(
     if problem:
         raise ClusterError(f"--override: {problem}", EXIT_BAD_INPUT)
     try:
-        cluster = LocalCluster(directory, n, bugs=bug_list, properties=settings, base_port=base_port, python=python)
+        cluster = LocalCluster(
+            directory, n, bugs=bug_list, properties=settings, base_port=base_port, python=python, shape=shape
+        )
     except BackendError as e:
         raise ClusterError(str(e), EXIT_BAD_INPUT if str(e).startswith("--") else EXIT_INTERNAL) from None
     pids: dict[int, int | None] = {}
@@ -381,10 +432,18 @@ def _check_id(cluster: LocalCluster, node_id: int) -> None:
         raise ClusterError(f"--node: no node {node_id} (nodes: {cluster.ids})", EXIT_BAD_INPUT)
 
 
-def kill(directory: Path, *, node_id: int | None = None, leader: tuple[str, int] | None = None) -> dict[str, Any]:
-    """SIGKILL one node (by id, or the current leader of ``(topic, partition)``)."""
+def kill(
+    directory: Path,
+    *,
+    node_id: int | None = None,
+    leader: tuple[str, int] | None = None,
+    controller: bool = False,
+) -> dict[str, Any]:
+    """SIGKILL one node (by id, the current leader of ``(topic, partition)``, or the active controller)."""
     cluster = LocalCluster.attach(directory)
     states, pids = _states(directory)
+    if controller:
+        node_id = active_controller(cluster.db, [cluster.name(i) for i in cluster.ids if cluster.alive(i)])
     if leader is not None:
         live = [cluster.name(i) for i in cluster.ids if cluster.alive(i)]
         try:

@@ -2,7 +2,7 @@
 
 ``up`` creates the backend's hosts (harness.real.backends), detaches them from this process's
 cleanup (the cluster must outlive the command), writes every node's node.properties with
-process.roles=controller,broker, starts the nodes through the common control interface and
+process.roles for the cluster's shape (harness.core.shape), starts the nodes through the common control interface and
 waits until a leader is elected and every broker is registered, unfenced and listed by every
 node. ``DIR/cluster.json`` records the backend, the cluster id and every host, so ``kill``,
 ``start`` and ``down`` rebuild the hosts' control transports in other processes. Clients reach
@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.core.shape import Shape
 from harness.db.nodes import BUGS, NodeDB, PartitionLeaderError, check_settings, unknown_bugs
 from harness.real.backends import registry
 from harness.real.backends.base import Backend, BackendError, Host
@@ -31,7 +32,10 @@ from harness.real.cluster_local import (
     LOCAL_DEFAULTS,
     ClusterError,
     LocalCluster,
+    active_controller,
+    check_shape,
     clear_earlier,
+    contract,
     load,
     to_stderr,
 )
@@ -111,6 +115,7 @@ def _db(doc: Mapping[str, Any], hosts: list[Host]) -> NodeDB:
         bugs=doc.get("bugs", []),
         properties=doc.get("settings", {}),
         broker=True,
+        shape=Shape.from_record(doc.get("shape"), len(hosts)),
         env=lambda h: clock.env(h) if h.name in clock.libs else {},
     )
 
@@ -140,11 +145,15 @@ def up(
     timeout: float = 30.0,
     fresh: bool = False,
     say: Callable[[str], None] = to_stderr,
+    shape: Shape | None = None,
 ) -> dict[str, Any]:
-    """Create and start an ``n``-node docker or netns cluster; the JSON object of docs/formats.md "cluster up output".
+    """Create and start an ``n``-node docker or netns cluster (laid out by ``shape``, default every node a
+    combined voter); the JSON object of docs/formats.md "cluster up output".
     On failure everything created is removed. A directory that held an earlier cluster is refused unless
     ``fresh`` (`harness.real.cluster_local.clear_earlier`)."""
     directory = Path(directory).resolve()
+    shape = shape if shape is not None else Shape(n)
+    check_shape(shape)
     bug_list = sorted(set(bugs))
     unknown = unknown_bugs(bug_list)
     if unknown:
@@ -176,6 +185,7 @@ def up(
             "cluster": backend.cluster_id,
             "bugs": bug_list,
             "settings": settings,
+            "shape": shape.record(),
             "state": "starting",
             "hosts": [
                 {
@@ -219,8 +229,10 @@ def up(
 
 def _contract(db: NodeDB) -> dict[str, Any]:
     """The JSON object ``cluster up`` prints (docs/formats.md "cluster up output")."""
-    listed = [{"id": NodeDB.node_id(h), "host": h.address, "port": db.client_port(h)} for h in db.hosts]
-    return {"bootstrap": ",".join(f"{n['host']}:{n['port']}" for n in listed), "nodes": listed}
+    listed = [
+        {"id": NodeDB.node_id(h), "host": h.address, "port": db.client_port(h), "roles": db.roles(h)} for h in db.hosts
+    ]
+    return contract(listed)
 
 
 def _host_named(hosts: list[Host], name: str) -> Host:
@@ -253,10 +265,19 @@ def _host(hosts: list[Host], node_id: int) -> Host:
     raise ClusterError(f"--node: no node {node_id} (nodes: {[int(h.name[1:]) for h in hosts]})", EXIT_BAD_INPUT)
 
 
-def kill(directory: Path, *, node_id: int | None = None, leader: tuple[str, int] | None = None) -> dict[str, Any]:
-    """SIGKILL one node's process (by id, or the current leader of ``(topic, partition)``)."""
+def kill(
+    directory: Path,
+    *,
+    node_id: int | None = None,
+    leader: tuple[str, int] | None = None,
+    controller: bool = False,
+) -> dict[str, Any]:
+    """SIGKILL one node's process (by id, the current leader of ``(topic, partition)``, or the active
+    controller)."""
     doc = _load(directory)
     hosts = _hosts(doc)
+    if controller:
+        node_id = active_controller(_db(doc, hosts))  # a dead node does not answer
     if leader is not None:
         try:
             node_id = NodeDB.node_id(_host_named(hosts, _db(doc, hosts).partition_leader_now(*leader)))
