@@ -66,7 +66,7 @@ class Shape:
         return list(range(1, (self.controllers or self.nodes) + 1))
 
     def is_controller(self, node_id: int) -> bool:
-        return node_id in self.voter_ids
+        return not self.separate or node_id in self.voter_ids
 
     def is_broker(self, node_id: int) -> bool:
         return not (self.roles == DEDICATED and self.separate and self.is_controller(node_id))

@@ -234,7 +234,7 @@ class NodeDB(DaemonDB):
         self.listen_any = listen_any
         self.extra = dict(properties or {})
         self.broker = broker  # partition_logs: filled by collect (broker)
-        self.shape = shape if shape is not None and shape.separate else None  # None: every node a combined voter
+        self.shape = shape if shape is not None else Shape(len(self.hosts))  # default: every node a combined voter
 
     # ------------------------------------------------------------------ layout
     @staticmethod
@@ -243,12 +243,10 @@ class NodeDB(DaemonDB):
 
     def is_voter(self, h: Host) -> bool:
         """Whether the node is in controller.quorum.voters (every node but in a shape laid out in roles)."""
-        return self.shape is None or self.shape.is_controller(self.node_id(h))
+        return self.shape.is_controller(self.node_id(h))
 
     def roles(self, h: Host) -> str:
         """The node's process.roles."""
-        if self.shape is None:
-            return "controller,broker" if self.broker else "controller"
         return self.shape.process_roles(self.node_id(h), self.broker)
 
     def broker_names(self) -> list[str]:

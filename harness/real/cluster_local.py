@@ -103,7 +103,6 @@ class LocalCluster:
             broker=broker,
             shape=shape,
         )
-        self.shape = shape if shape is not None else Shape(len(hosts))
         if _attach is None:
             self.db.setup()
 
@@ -267,7 +266,7 @@ class LocalCluster:
             "state": state,
             "hosts": [self.backend.record(h) for h in self.db.hosts],
             "faketime": self.clock.libs,
-            "shape": self.shape.record(),
+            "shape": self.db.shape.record(),
             **extra,
         }
         path = self.directory / STATE_FILE
